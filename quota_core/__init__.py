@@ -1,0 +1,35 @@
+"""quota_core: Kafka client quotas — entities, filters, validation, resolution, backends.
+
+Pure logic over plain values; the backends (sandbox store, Kafka cluster) sit behind
+:class:`QuotaBackend`. Nothing here imports Streamlit or Spark, and the Kafka client is only
+imported by :mod:`quota_core.kafka_backend` when it is used.
+"""
+from .alterations import AlterOutcome, Alteration, EntityResult, Op, apply_ops, diff_alteration
+from .entities import (CLIENT_ID, DEFAULT_TEXT, ENTITY_TYPES, IP, USER, Entity, desanitize,
+                       sanitize)
+from .errors import (AlterationError, AuthenticationFailed, BackendError, ConcurrentChange,
+                     ConfigError, ConnectionFailed, EntityError, FilterError, NotAuthorized,
+                     ParseError, Problem, QuotaError, RequestRejected, UnsupportedBroker,
+                     ValidationError)
+from .explain import explain, explain_key
+from .filters import EntityFilter, FilterComponent, MatchType, filter_quotas
+from .keys import CLIENT_KEYS, IP_KEYS, QUOTA_KEYS, QuotaKey, format_value, keys_for
+from .resolution import (ANONYMOUS, LADDER, Bucket, Client, KeyResolution, LadderStep,
+                         Resolution, Rung, resolve, resolve_ip, resolve_values)
+from .throttle import ThrottleEstimate, estimate_throttle, rate_window_ms, throttle_time_ms
+from .units import format_bytes, format_quota, parse_byte_rate, parse_quota_value
+from .validation import alteration_problems, broker_rejection, validate_alterations
+
+__all__ = [
+    "ANONYMOUS", "AlterOutcome", "Alteration", "AlterationError", "AuthenticationFailed",
+    "BackendError", "Bucket", "CLIENT_ID", "CLIENT_KEYS", "Client", "ConcurrentChange",
+    "ConfigError", "ConnectionFailed", "DEFAULT_TEXT", "ENTITY_TYPES", "Entity", "EntityError",
+    "EntityFilter", "EntityResult", "FilterComponent", "FilterError", "IP", "IP_KEYS",
+    "KeyResolution", "LADDER", "LadderStep", "MatchType", "NotAuthorized", "Op", "ParseError",
+    "Problem", "QUOTA_KEYS", "QuotaError", "QuotaKey", "RequestRejected", "Resolution", "Rung",
+    "ThrottleEstimate", "USER", "UnsupportedBroker", "ValidationError", "alteration_problems",
+    "apply_ops", "broker_rejection", "desanitize", "diff_alteration", "estimate_throttle",
+    "explain", "explain_key", "filter_quotas", "format_bytes", "format_quota", "format_value",
+    "keys_for", "parse_byte_rate", "parse_quota_value", "rate_window_ms", "resolve",
+    "resolve_ip", "resolve_values", "sanitize", "throttle_time_ms", "validate_alterations",
+]

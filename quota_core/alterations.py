@@ -1,0 +1,100 @@
+"""Alterations (set / remove ops per entity) and their per-entity results."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from .entities import Entity
+
+__all__ = ["Op", "Alteration", "EntityResult", "AlterOutcome", "apply_ops", "diff_alteration"]
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """Set ``key`` to ``value``, or remove ``key`` when ``value`` is None."""
+
+    key: str
+    value: float | None = None
+
+    @classmethod
+    def set(cls, key: str, value: float) -> "Op":
+        return cls(key, float(value))
+
+    @classmethod
+    def remove(cls, key: str) -> "Op":
+        return cls(key, None)
+
+    @property
+    def is_remove(self) -> bool:
+        return self.value is None
+
+
+@dataclass(frozen=True, slots=True)
+class Alteration:
+    entity: Entity
+    ops: tuple[Op, ...]
+
+    @classmethod
+    def of(cls, entity: Entity, set: Mapping[str, float] | None = None,
+           remove: Iterable[str] = ()) -> "Alteration":
+        ops = [Op.set(k, v) for k, v in (set or {}).items()]
+        ops += [Op.remove(k) for k in remove]
+        return cls(entity, tuple(ops))
+
+
+@dataclass(frozen=True, slots=True)
+class EntityResult:
+    """The outcome for one entity: ``error`` is None when it was (or would be) applied."""
+
+    entity: Entity
+    error: str | None = None
+    #: The Kafka error name when a broker answered (e.g. INVALID_REQUEST).
+    error_code: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class AlterOutcome:
+    results: tuple[EntityResult, ...] = field(default_factory=tuple)
+    validate_only: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+    @property
+    def failed(self) -> tuple[EntityResult, ...]:
+        return tuple(r for r in self.results if not r.ok)
+
+    def for_entity(self, entity: Entity) -> EntityResult:
+        for r in self.results:
+            if r.entity == entity:
+                return r
+        raise KeyError(entity)
+
+
+def apply_ops(current: Mapping[str, float], ops: Iterable[Op]) -> dict[str, float]:
+    """The quotas an entity has after ``ops`` (no validation; pure)."""
+    after = dict(current)
+    for op in ops:
+        if op.value is None:
+            after.pop(op.key, None)
+        else:
+            after[op.key] = op.value
+    return after
+
+
+def diff_alteration(entity: Entity, before: Mapping[str, float],
+                    after: Mapping[str, float]) -> Alteration:
+    """The ops that turn ``before`` into ``after`` for one entity (used by import and forms)."""
+    ops = [Op.set(k, v) for k, v in sorted(after.items())
+           if k not in before or not _same(before[k], v)]
+    ops += [Op.remove(k) for k in sorted(before) if k not in after]
+    return Alteration(entity, tuple(ops))
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (a != a and b != b)  # NaN equals NaN here

@@ -1,0 +1,80 @@
+"""The backend interface: where quotas live (a Kafka cluster, or the local sandbox store).
+
+A backend answers ``describe(filter)`` and ``alter(alterations, validate_only)`` with the
+semantics of a KRaft broker: all-or-nothing per entity, a result per entity, removal of the
+last key removes the entity. Backends translate their own failures into
+:class:`~quota_core.errors.BackendError` subclasses; nothing above them sees a driver error.
+
+:func:`checked_alter` is what the CLI and the pages call: our strict client-side validation
+first, then the backend.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from .alterations import AlterOutcome, Alteration
+from .entities import Entity
+from .filters import EntityFilter
+from .validation import validate_alterations
+
+__all__ = ["QuotaBackend", "ClusterInfo", "QuotaSet", "checked_alter"]
+
+#: What describe returns: every matching entity with its quotas.
+QuotaSet = dict[Entity, dict[str, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    #: "kafka" or "sandbox".
+    kind: str
+    #: Where: the bootstrap servers, or the sandbox file path.
+    location: str
+    cluster_id: str | None = None
+    broker_count: int | None = None
+
+
+class QuotaBackend(ABC):
+    """A place quotas live. Implementations: SandboxBackend, KafkaBackend."""
+
+    @abstractmethod
+    def describe(self, entity_filter: EntityFilter | None = None) -> QuotaSet:
+        """Every entity matching the filter (all when None) with its quotas.
+
+        Raises FilterError for a filter the broker refuses."""
+
+    @abstractmethod
+    def alter(self, alterations: Sequence[Alteration],
+              validate_only: bool = False) -> AlterOutcome:
+        """Apply (or just validate) the alterations; one result per entity, in order.
+
+        The backend applies *broker* rules only; see :func:`checked_alter` for ours."""
+
+    @abstractmethod
+    def info(self) -> ClusterInfo:
+        """What this backend is connected to (cluster id and broker count for Kafka)."""
+
+    def close(self) -> None:  # noqa: B027 - optional for backends without resources
+        """Release connections or files."""
+
+    def __enter__(self) -> "QuotaBackend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def describe_entity(self, entity: Entity) -> dict[str, float]:
+        """The quotas of exactly this entity ({} when it has none)."""
+        return self.describe(EntityFilter.for_entity(entity)).get(entity, {})
+
+
+def checked_alter(backend: QuotaBackend, alterations: Sequence[Alteration],
+                  validate_only: bool = False) -> AlterOutcome:
+    """Validate client-side (raising AlterationError with every problem), then alter."""
+    validate_alterations(alterations)
+    return backend.alter(alterations, validate_only=validate_only)
+
+
+def quota_set(items: Mapping[Entity, Mapping[str, float]]) -> QuotaSet:
+    return {e: dict(q) for e, q in items.items()}

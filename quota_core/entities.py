@@ -1,0 +1,162 @@
+"""Quota entities: a map from entity type (user, client-id, ip) to a name or the default.
+
+The default entity of a type is ``None`` here, exactly as in the protocol (a null name).
+A user literally named ``"<default>"`` is an ordinary name; only the text formats print the
+default as ``<default>`` and sanitise real names so the two cannot be confused.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Mapping
+from urllib.parse import quote, unquote_plus
+
+from .errors import EntityError
+
+__all__ = [
+    "USER",
+    "CLIENT_ID",
+    "IP",
+    "ENTITY_TYPES",
+    "DEFAULT_TEXT",
+    "Entity",
+    "sanitize",
+    "desanitize",
+]
+
+USER = "user"
+CLIENT_ID = "client-id"
+IP = "ip"
+#: Every entity type, in the order entities are printed.
+ENTITY_TYPES: tuple[str, ...] = (USER, CLIENT_ID, IP)
+_TYPE_ORDER = {t: i for i, t in enumerate(ENTITY_TYPES)}
+#: How the default entity is printed; never a name.
+DEFAULT_TEXT = "<default>"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's ``Sanitizer.sanitize``: URL-encode, with ``*``→``%2A``, space→``%20``, ``~``→``%7E``.
+
+    Java's URLEncoder keeps ``*`` and encodes ``~``; Python's ``quote`` does the opposite
+    for ``~``, and encodes ``*`` already, so only ``~`` needs fixing here.
+    """
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    """Kafka's ``Sanitizer.desanitize`` (Java's URLDecoder: ``+`` is a space)."""
+    return unquote_plus(name)
+
+
+def _describe_type(entity_type: str) -> str:
+    return {USER: "user", CLIENT_ID: "client id", IP: "ip"}.get(entity_type, entity_type)
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    """An immutable, hashable quota entity.
+
+    ``parts`` holds ``(type, name)`` pairs in the order user, client-id, ip; a name of
+    ``None`` is the default entity of that type. Build one with :meth:`of` or
+    :meth:`from_mapping`; both check the rules every broker enforces.
+    """
+
+    parts: tuple[tuple[str, str | None], ...]
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, str | None]) -> "Entity":
+        """Build from ``{type: name-or-None}``; raises :class:`EntityError` if no broker
+        would accept it."""
+        return cls.from_pairs(mapping.items())
+
+    @classmethod
+    def from_pairs(cls, pairs: Iterable[tuple[str, str | None]]) -> "Entity":
+        seen: dict[str, str | None] = {}
+        for entity_type, name in pairs:
+            if entity_type not in _TYPE_ORDER:
+                raise EntityError(
+                    f"Unknown entity type {entity_type!r}: use one of user, client-id, ip.",
+                    entity_type=entity_type,
+                )
+            if entity_type in seen:
+                raise EntityError(
+                    f"Entity type {entity_type} is given twice: an entity has at most one "
+                    f"name per type.",
+                    entity_type=entity_type,
+                )
+            if name is not None and not isinstance(name, str):
+                raise EntityError(f"The {entity_type} name must be a string, not {name!r}.")
+            if name == "":
+                raise EntityError(
+                    f"Empty {entity_type} not supported: give a non-empty "
+                    f"{_describe_type(entity_type)} name, or use the default "
+                    f"{_describe_type(entity_type)} (--defaults {entity_type}).",
+                    entity_type=entity_type,
+                )
+            seen[entity_type] = name
+        if not seen:
+            raise EntityError(
+                "An empty entity is not a quota entity: name a user, a client id, or an ip "
+                "(or the default of one of them)."
+            )
+        if IP in seen and len(seen) > 1:
+            raise EntityError(
+                "An ip entity cannot be combined with user or client-id: ip quotas "
+                "(connection_creation_rate) stand alone; alter them in a separate entity.",
+            )
+        return cls(tuple(sorted(seen.items(), key=lambda kv: _TYPE_ORDER[kv[0]])))
+
+    @classmethod
+    def of(cls, *, user: str | None | type[...] = ..., client_id: str | None | type[...] = ...,
+           ip: str | None | type[...] = ...) -> "Entity":
+        """Keyword shorthand: ``Entity.of(user="alice", client_id=None)``.
+
+        ``None`` is the default entity; leave a keyword out to leave that type out.
+        """
+        pairs = [(t, v) for t, v in ((USER, user), (CLIENT_ID, client_id), (IP, ip))
+                 if v is not ...]
+        return cls.from_pairs(pairs)  # type: ignore[arg-type]
+
+    # -- access ---------------------------------------------------------------------------
+    @property
+    def types(self) -> tuple[str, ...]:
+        return tuple(t for t, _ in self.parts)
+
+    def has(self, entity_type: str) -> bool:
+        return any(t == entity_type for t, _ in self.parts)
+
+    def name(self, entity_type: str) -> str | None:
+        """The name for ``entity_type`` (``None`` for the default); KeyError if absent."""
+        for t, n in self.parts:
+            if t == entity_type:
+                return n
+        raise KeyError(entity_type)
+
+    def as_dict(self) -> dict[str, str | None]:
+        return dict(self.parts)
+
+    def __iter__(self) -> Iterator[tuple[str, str | None]]:
+        return iter(self.parts)
+
+    @property
+    def is_ip(self) -> bool:
+        return self.has(IP)
+
+    # -- text -----------------------------------------------------------------------------
+    def __str__(self) -> str:
+        """The KIP-546 form: ``{user=alice, client-id=<default>}``, names sanitised."""
+        return "{" + ", ".join(
+            f"{t}={DEFAULT_TEXT if n is None else sanitize(n)}" for t, n in self.parts
+        ) + "}"
+
+    def sort_key(self) -> tuple:
+        """A total order: by types present, then the default before names, then names."""
+        return tuple((_TYPE_ORDER[t], n is not None, n or "") for t, n in self.parts)
+
+    def describe(self) -> str:
+        """Plain words for people: ``user 'alice' with the default client id``."""
+        words = []
+        for t, n in self.parts:
+            words.append(f"the default {_describe_type(t)}" if n is None
+                         else f"{_describe_type(t)} {n!r}")
+        return " with ".join(words)

@@ -1,0 +1,139 @@
+"""The one exception hierarchy of quota_core.
+
+Everything the library, the CLI, the pages and the backends raise on purpose derives from
+:class:`QuotaError`, so a caller catches one class::
+
+    QuotaError
+    ├── ValidationError          bad input, caught before anything is sent
+    │   ├── EntityError          an entity that cannot exist (type, empty name, ip mixed in)
+    │   ├── FilterError          a describe filter a broker would refuse
+    │   ├── AlterationError      ops a broker would refuse, or that we refuse (NaN, ...)
+    │   └── ParseError           text that does not parse (--names, k=v, byte units, files)
+    ├── BackendError             the store or cluster could not do what was asked
+    │   ├── ConnectionFailed     broker unreachable / sandbox file unusable
+    │   ├── AuthenticationFailed SASL/SSL handshake refused the credentials
+    │   ├── NotAuthorized        the principal lacks an ACL (names the operation and resource)
+    │   ├── UnsupportedBroker    broker too old for the client-quota APIs (keys 48/49)
+    │   ├── ConfigError          a client-properties file we cannot use
+    │   └── RequestRejected      the broker refused a whole request (e.g. a filter)
+    └── ConcurrentChange         an entity changed between reading and writing it
+
+Messages name the input, the rule that was broken, and how to fix it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "QuotaError",
+    "ValidationError",
+    "EntityError",
+    "FilterError",
+    "AlterationError",
+    "ParseError",
+    "BackendError",
+    "ConnectionFailed",
+    "AuthenticationFailed",
+    "NotAuthorized",
+    "UnsupportedBroker",
+    "ConfigError",
+    "RequestRejected",
+    "ConcurrentChange",
+    "Problem",
+]
+
+
+class QuotaError(Exception):
+    """Base of every error quota_core raises on purpose."""
+
+    def __init__(self, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.context = context
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ValidationError(QuotaError):
+    """Input that must not be sent: raised before any backend is touched.
+
+    ``problems`` lists every problem found (a form shows each next to its field);
+    the message is the first one, or all of them joined.
+    """
+
+    def __init__(self, message: str, problems: list["Problem"] | None = None, **context: Any):
+        super().__init__(message, **context)
+        self.problems = problems or []
+
+
+class EntityError(ValidationError):
+    """An entity that no broker accepts: unknown type, empty name, ip mixed with user."""
+
+
+class FilterError(ValidationError):
+    """A describe filter that a broker refuses (type twice, ip with user, ...)."""
+
+
+class AlterationError(ValidationError):
+    """A quota alteration that is rejected client-side."""
+
+
+class ParseError(ValidationError):
+    """Text that does not parse: --names, key=value lists, byte units, import files."""
+
+
+class BackendError(QuotaError):
+    """The backend (Kafka cluster or sandbox store) could not serve the request."""
+
+
+class ConnectionFailed(BackendError):
+    """The cluster or store cannot be reached or opened."""
+
+
+class AuthenticationFailed(BackendError):
+    """The broker refused the credentials."""
+
+
+class NotAuthorized(BackendError):
+    """The authenticated principal lacks the ACL for the operation."""
+
+
+class UnsupportedBroker(BackendError):
+    """The broker does not implement the client-quota APIs (Kafka < 2.6)."""
+
+
+class ConfigError(BackendError):
+    """A client configuration (command-config, secrets) that cannot be used."""
+
+
+class RequestRejected(BackendError):
+    """The broker refused the request as a whole; the message is the broker's reason."""
+
+
+class ConcurrentChange(QuotaError):
+    """An entity changed after it was read, so a change based on that read is refused."""
+
+
+class Problem:
+    """One validation problem: where it is (entity, key or field) and what to do."""
+
+    __slots__ = ("entity", "key", "field", "message")
+
+    def __init__(self, message: str, entity: Any = None, key: str | None = None,
+                 field: str | None = None) -> None:
+        self.message = message
+        self.entity = entity
+        self.key = key
+        self.field = field
+
+    def __repr__(self) -> str:
+        return f"Problem({self.message!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Problem) and (
+            self.message, self.entity, self.key, self.field
+        ) == (other.message, other.entity, other.key, other.field)
+
+    def __hash__(self) -> int:
+        return hash(self.message)

@@ -1,0 +1,44 @@
+"""Plain-words explanations of a resolution, for the CLI and the dashboard."""
+from __future__ import annotations
+
+from .entities import CLIENT_ID, USER
+from .resolution import KeyResolution, Resolution
+from .units import format_quota
+
+__all__ = ["explain_key", "explain"]
+
+
+def explain_key(resolution: Resolution, key: str) -> str:
+    """One sentence: ``alice's client ids share 1 MiB/s on each broker, set for {user=alice}``."""
+    r: KeyResolution = resolution.keys[key]
+    client = resolution.client
+    if client.is_ip:
+        if r.unlimited:
+            return f"No entry sets {key} for ip {client.ip}: unlimited."
+        how = "set for this ip" if r.level == 1 else "set by the ip default"
+        return (f"Connections from {client.ip} are limited to {format_quota(key, r.value)} "
+                f"on each broker, {how} {r.source}.")
+    user, cid = client.user, client.client_id
+    if r.unlimited:
+        return (f"No entry on the ladder sets {key} for user {user!r} with client id {cid!r}: "
+                f"unlimited.")
+    amount = f"{format_quota(key, r.value)} on each broker"
+    tags = dict(r.bucket.tags)
+    if r.bucket.kind == "user":
+        who = f"All client ids of user {tags[USER]!r} share {amount}"
+        if r.level == 6:
+            who = f"Each user gets {amount} of their own; all client ids of user {tags[USER]!r} share it"
+    elif r.bucket.kind == "client-id":
+        who = f"All users of client id {tags[CLIENT_ID]!r} share {amount}"
+        if r.level == 8:
+            who = (f"Each client id gets {amount} of its own; all users of client id "
+                   f"{tags[CLIENT_ID]!r} share it")
+    else:
+        who = f"Client id {cid!r} of user {user!r} gets {amount} to itself"
+    return f"{who}, set for {r.source} (ladder level {r.level})."
+
+
+def explain(resolution: Resolution) -> list[str]:
+    """The assumptions made, then one sentence per key."""
+    return resolution.client.assumptions() + [explain_key(resolution, k)
+                                              for k in resolution.keys]

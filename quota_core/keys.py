@@ -1,0 +1,87 @@
+"""Quota keys, their value types, and which entities accept them (Kafka's QuotaConfig)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = [
+    "QuotaKey",
+    "QUOTA_KEYS",
+    "CLIENT_KEYS",
+    "IP_KEYS",
+    "PRODUCER_BYTE_RATE",
+    "CONSUMER_BYTE_RATE",
+    "REQUEST_PERCENTAGE",
+    "CONTROLLER_MUTATION_RATE",
+    "CONNECTION_CREATION_RATE",
+    "LONG_MAX",
+    "INT_MAX",
+    "keys_for",
+    "format_value",
+]
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaKey:
+    name: str
+    #: "long", "int" or "double", as in Kafka's ConfigDef.
+    value_type: str
+    #: "client" (user / client-id entities) or "ip".
+    applies_to: str
+    unit: str
+    description: str
+
+    @property
+    def integral(self) -> bool:
+        return self.value_type in ("long", "int")
+
+    @property
+    def max_value(self) -> float:
+        return {"long": LONG_MAX, "int": INT_MAX}.get(self.value_type, math.inf)
+
+    @property
+    def is_byte_rate(self) -> bool:
+        return self.unit == "bytes/s"
+
+
+PRODUCER_BYTE_RATE = QuotaKey("producer_byte_rate", "long", "client", "bytes/s",
+                              "bytes per second produced, per broker")
+CONSUMER_BYTE_RATE = QuotaKey("consumer_byte_rate", "long", "client", "bytes/s",
+                              "bytes per second fetched, per broker")
+REQUEST_PERCENTAGE = QuotaKey("request_percentage", "double", "client", "%",
+                              "percent of one request-handler/network thread, per broker")
+CONTROLLER_MUTATION_RATE = QuotaKey("controller_mutation_rate", "double", "client",
+                                    "mutations/s",
+                                    "partitions created or deleted per second")
+CONNECTION_CREATION_RATE = QuotaKey("connection_creation_rate", "int", "ip", "connections/s",
+                                    "new connections per second from one ip, per broker")
+
+QUOTA_KEYS: dict[str, QuotaKey] = {
+    k.name: k
+    for k in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE,
+              CONTROLLER_MUTATION_RATE, CONNECTION_CREATION_RATE)
+}
+#: Keys of user / client-id entities, in print order.
+CLIENT_KEYS: tuple[str, ...] = tuple(sorted(k for k, v in QUOTA_KEYS.items()
+                                            if v.applies_to == "client"))
+IP_KEYS: tuple[str, ...] = ("connection_creation_rate",)
+
+
+def keys_for(is_ip: bool) -> tuple[str, ...]:
+    """The keys an entity accepts: ip entities only ``connection_creation_rate``."""
+    return IP_KEYS if is_ip else CLIENT_KEYS
+
+
+def format_value(value: float) -> str:
+    """Integral values without a decimal point (``4000000``), others in shortest form
+    (``56.25``); NaN and infinities as Java prints them."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value.is_integer():
+        return str(int(value))
+    return repr(value)

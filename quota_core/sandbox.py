@@ -1,0 +1,161 @@
+"""The sandbox store: quotas in one SQLite file, with a KRaft broker's semantics.
+
+For trying changes without a cluster, for demos, and as the second implementation that keeps
+the backend interface honest (the same tests run against it and a real broker). Several
+processes may write at once: each alter runs in one ``BEGIN IMMEDIATE`` transaction (WAL
+mode), so a request is applied whole or not at all, never interleaved with another.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import uuid
+from pathlib import Path
+from typing import Sequence
+
+from .alterations import AlterOutcome, Alteration, EntityResult
+from .backend import ClusterInfo, QuotaBackend, QuotaSet
+from .entities import Entity
+from .errors import ConnectionFailed
+from .filters import EntityFilter, filter_quotas
+from .validation import broker_rejection, host_resolves
+
+__all__ = ["SandboxBackend"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS quotas (
+    entity TEXT NOT NULL,   -- canonical JSON [[type, name-or-null], ...]
+    key    TEXT NOT NULL,
+    value  TEXT NOT NULL,   -- repr() of the float: SQLite REAL would turn NaN into NULL
+    PRIMARY KEY (entity, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+def _encode(entity: Entity) -> str:
+    return json.dumps([list(p) for p in entity.parts], ensure_ascii=False,
+                      separators=(",", ":"))
+
+
+def _decode(text: str) -> Entity:
+    return Entity(tuple((t, n) for t, n in json.loads(text)))
+
+
+class SandboxBackend(QuotaBackend):
+    """A quota store in the SQLite file ``path`` (created on first use)."""
+
+    def __init__(self, path: str | Path, resolvable=host_resolves) -> None:
+        self.path = Path(path)
+        self._resolvable = resolvable
+        self._lock = threading.Lock()
+        self._cache: tuple[int, QuotaSet] | None = None
+        try:
+            if self.path.parent and not self.path.parent.exists():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
+                                         check_same_thread=False)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA busy_timeout=30000")
+            self._conn.executescript(_SCHEMA)
+            self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('cluster_id', ?)",
+                               (f"sandbox-{uuid.uuid4().hex[:12]}",))
+        except (sqlite3.Error, OSError) as exc:
+            raise ConnectionFailed(
+                f"Cannot open the sandbox store {self.path}: {exc}. Check that the folder "
+                f"exists and is writable, or pick another --sandbox path.",
+                path=str(self.path)) from exc
+
+    # -- reading --------------------------------------------------------------------------
+    def _data_version(self) -> int:
+        return self._conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def _load(self) -> QuotaSet:
+        """Every entity, cached until any connection commits a change."""
+        with self._lock:
+            version = self._data_version()
+            if self._cache is not None and self._cache[0] == version:
+                return self._cache[1]
+            quotas: QuotaSet = {}
+            decoded: dict[str, Entity] = {}
+            try:
+                rows = self._conn.execute("SELECT entity, key, value FROM quotas").fetchall()
+            except sqlite3.Error as exc:
+                raise ConnectionFailed(f"Cannot read the sandbox store {self.path}: {exc}",
+                                       path=str(self.path)) from exc
+            for raw, key, value in rows:
+                entity = decoded.get(raw)
+                if entity is None:
+                    entity = decoded[raw] = _decode(raw)
+                quotas.setdefault(entity, {})[key] = float(value)
+            self._cache = (version, quotas)
+            return quotas
+
+    def describe(self, entity_filter: EntityFilter | None = None) -> QuotaSet:
+        return filter_quotas(self._load(), entity_filter or EntityFilter.all())
+
+    # -- writing --------------------------------------------------------------------------
+    def alter(self, alterations: Sequence[Alteration],
+              validate_only: bool = False) -> AlterOutcome:
+        results: list[EntityResult] = []
+        seen: set[Entity] = set()
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for alteration in alterations:
+                        results.append(self._alter_one(alteration, seen, validate_only))
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise ConnectionFailed(f"Cannot write the sandbox store {self.path}: {exc}",
+                                       path=str(self.path)) from exc
+            self._cache = None  # our own commits do not change PRAGMA data_version
+        return AlterOutcome(tuple(results), validate_only)
+
+    def _alter_one(self, alteration: Alteration, seen: set[Entity],
+                   validate_only: bool) -> EntityResult:
+        entity = alteration.entity
+        if entity in seen:
+            # A broker applies the first alteration of an entity and refuses the second.
+            return EntityResult(entity, f"Ignoring duplicate entity {entity}", "INVALID_REQUEST")
+        seen.add(entity)
+        error = broker_rejection(alteration, self._resolvable)
+        if error:
+            return EntityResult(entity, error, "INVALID_REQUEST")
+        if not validate_only:
+            raw = _encode(entity)
+            for op in alteration.ops:
+                if op.value is None:
+                    self._conn.execute("DELETE FROM quotas WHERE entity=? AND key=?",
+                                       (raw, op.key))
+                else:
+                    self._conn.execute("INSERT OR REPLACE INTO quotas VALUES (?, ?, ?)",
+                                       (raw, op.key, repr(op.value)))
+        return EntityResult(entity)
+
+    def replace_all(self, quotas: QuotaSet) -> None:
+        """Make the store hold exactly ``quotas`` (demo seeding, imports with --replace)."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.execute("DELETE FROM quotas")
+                self._conn.executemany(
+                    "INSERT INTO quotas VALUES (?, ?, ?)",
+                    ((_encode(e), k, repr(float(v))) for e, q in quotas.items()
+                     for k, v in q.items()))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._cache = None
+
+    def info(self) -> ClusterInfo:
+        row = self._conn.execute("SELECT value FROM meta WHERE name='cluster_id'").fetchone()
+        return ClusterInfo("sandbox", str(self.path), row[0] if row else None, 1)
+
+    def close(self) -> None:
+        self._conn.close()

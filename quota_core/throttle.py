@@ -1,0 +1,90 @@
+"""Kafka's throttle arithmetic (QuotaUtils, metrics Rate, QuotaConfig defaults).
+
+A broker measures each bucket's rate over ``quota.window.num`` (11) samples of
+``quota.window.size.seconds`` (1 s); the window it divides by is at least (samples - 1)
+sample lengths, i.e. 10 s. When the rate exceeds the quota it delays the client by
+``(observed - quota) / quota * window``: long enough that the average comes back to the
+quota. Byte-rate throttles are not capped; request and connection throttles are capped at
+one sample window.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .keys import QUOTA_KEYS
+
+__all__ = [
+    "DEFAULT_SAMPLES",
+    "DEFAULT_SAMPLE_MS",
+    "ThrottleEstimate",
+    "rate_window_ms",
+    "throttle_time_ms",
+    "estimate_throttle",
+]
+
+DEFAULT_SAMPLES = 11
+DEFAULT_SAMPLE_MS = 1000
+#: Keys whose throttle is capped at one sample window.
+_CAPPED_KEYS = frozenset({"request_percentage", "connection_creation_rate"})
+
+
+def rate_window_ms(elapsed_ms: float | None = None, samples: int = DEFAULT_SAMPLES,
+                   sample_ms: int = DEFAULT_SAMPLE_MS) -> float:
+    """The window a Rate divides by: the time since the oldest sample, but at least
+    ``samples - 1`` whole samples (Rate.windowSize). ``None`` means a long-running client,
+    whose window is the full ``samples`` windows at most; we take the minimum, which is what
+    a throttled client mostly sees."""
+    minimum = (samples - 1) * sample_ms
+    if elapsed_ms is None:
+        return float(minimum)
+    full = int(elapsed_ms // sample_ms)
+    if full < samples - 1:
+        elapsed_ms += (samples - 1 - full) * sample_ms
+    return float(elapsed_ms)
+
+
+def throttle_time_ms(observed: float, quota: float, window_ms: float = 10_000,
+                     cap_ms: float | None = None) -> int:
+    """``round((observed - quota) / quota * window_ms)``, 0 when not over, optionally capped."""
+    if not observed > quota:  # also False for NaN quotas: a NaN bound never throttles
+        return 0
+    throttle = int(round((observed - quota) / quota * window_ms))
+    if cap_ms is not None:
+        throttle = min(throttle, int(cap_ms))
+    return max(throttle, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottleEstimate:
+    key: str
+    observed: float
+    quota: float | None
+    throttle_ms: int
+    capped: bool
+
+    @property
+    def throttled(self) -> bool:
+        return self.throttle_ms > 0
+
+    @property
+    def usage_ratio(self) -> float | None:
+        """observed / quota (1.0 = exactly at quota), None when unlimited."""
+        if not self.quota:
+            return None
+        return self.observed / self.quota
+
+
+def estimate_throttle(key: str, observed: float, quota: float | None,
+                      samples: int = DEFAULT_SAMPLES,
+                      sample_ms: int = DEFAULT_SAMPLE_MS) -> ThrottleEstimate:
+    """The throttle a broker would apply to a bucket observed at ``observed`` (per second,
+    per broker) against ``quota`` (None = unlimited)."""
+    if key not in QUOTA_KEYS:
+        raise KeyError(key)
+    if quota is None:
+        return ThrottleEstimate(key, observed, None, 0, False)
+    cap = float(sample_ms) if key in _CAPPED_KEYS else None
+    window = rate_window_ms(None, samples, sample_ms)
+    uncapped = throttle_time_ms(observed, quota, window)
+    throttle = throttle_time_ms(observed, quota, window, cap)
+    return ThrottleEstimate(key, observed, quota, throttle, throttle < uncapped)

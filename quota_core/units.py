@@ -1,0 +1,81 @@
+"""Byte-rate units for people: parse ``10MB`` / ``1.5MiB`` and print ``1 MiB/s``."""
+from __future__ import annotations
+
+import math
+import re
+
+from .errors import ParseError
+from .keys import QUOTA_KEYS, format_value
+
+__all__ = ["parse_byte_rate", "parse_quota_value", "format_bytes", "format_quota"]
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40,
+}
+_BYTES = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?\s*([A-Za-z]*)"
+                    r"(?:/s)?\s*$")
+
+
+def parse_byte_rate(text: str) -> float:
+    """``"10MB"`` → 10000000, ``"1.5MiB"`` → 1572864, ``"2048"`` → 2048 (bytes per second).
+
+    Decimal units (kB, MB, GB) are powers of 1000, binary ones (KiB, MiB, GiB) powers of 1024.
+    """
+    m = _BYTES.match(text)
+    unit = m.group(3).lower() if m else None
+    if not m or unit not in _UNITS:
+        raise ParseError(
+            f"{text!r} is not a byte rate. Write a number with an optional unit: 2048, 10MB, "
+            f"1.5MiB (kB/MB/GB are powers of 1000, KiB/MiB/GiB powers of 1024).")
+    number = float(m.group(1) + (f"e{m.group(2)}" if m.group(2) else ""))
+    value = number * _UNITS[unit]
+    if _UNITS[unit] > 1 and not value.is_integer():
+        value = float(round(value))
+    return value
+
+
+def parse_quota_value(key: str, text: str) -> float:
+    """A value typed for ``key``: byte rates take units, other keys a plain number."""
+    spec = QUOTA_KEYS.get(key)
+    if spec is not None and spec.is_byte_rate:
+        return parse_byte_rate(text)
+    try:
+        return float(text)
+    except ValueError:
+        raise ParseError(f"{key}={text!r}: {text!r} is not a number. Write a number such as "
+                         f"50 or 12.5.", key=key) from None
+
+
+def format_bytes(value: float) -> str:
+    """``1048576`` → ``1 MiB``, ``1500000`` → ``1.5 MB``; exact values below 1 kB stay bytes."""
+    if math.isnan(value) or math.isinf(value):
+        return format_value(value)
+    for size, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if value >= size and (value / size * 100).is_integer():
+            return f"{_short(value / size)} {unit}"
+    for size, unit in ((10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "kB")):
+        if value >= size:
+            return f"{_short(value / size)} {unit}"
+    return f"{format_value(value)} B"
+
+
+def _short(x: float) -> str:
+    return f"{x:.3g}" if not float(x).is_integer() else str(int(x))
+
+
+def format_quota(key: str, value: float | None) -> str:
+    """A quota value in human units: ``1 MiB/s``, ``50 %``, ``unlimited``."""
+    if value is None:
+        return "unlimited"
+    spec = QUOTA_KEYS.get(key)
+    if spec is None:
+        return format_value(value)
+    if spec.is_byte_rate:
+        return f"{format_bytes(value)}/s"
+    if spec.unit == "%":
+        return f"{format_value(value)}% of a thread"
+    return f"{format_value(value)} {spec.unit}"

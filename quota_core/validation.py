@@ -1,0 +1,177 @@
+"""Validation of alterations, twice over.
+
+* :func:`alteration_problems` is ours, the client side: strict, it never lets through what
+  a broker would reject, and also refuses what brokers carelessly accept (NaN, infinity,
+  host names for ip entities, a key both set and removed). Every message names the entity,
+  the key, the rule and the fix.
+* :func:`broker_rejection` is what a KRaft controller answers for one entity
+  (ClientQuotaControlManager), used by the sandbox so it behaves like a broker.
+"""
+from __future__ import annotations
+
+import ipaddress
+import math
+import socket
+from typing import Callable, Iterable, Mapping, Sequence
+
+from .alterations import Alteration
+from .entities import IP, Entity
+from .errors import AlterationError, Problem
+from .keys import QUOTA_KEYS, keys_for
+
+__all__ = [
+    "alteration_problems",
+    "validate_alterations",
+    "broker_rejection",
+    "is_ip_literal",
+    "host_resolves",
+]
+
+
+def is_ip_literal(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
+def host_resolves(name: str) -> bool:
+    """What the broker's ``InetAddress.getByName`` accepts: an ip literal or a resolvable host."""
+    if is_ip_literal(name):
+        return True
+    try:
+        socket.getaddrinfo(name, None)
+        return True
+    except (OSError, UnicodeError):
+        return False
+
+
+def _value_problem(entity: Entity, key: str, value: float) -> str | None:
+    spec = QUOTA_KEYS[key]
+    where = f"{key} for {entity}"
+    if math.isnan(value):
+        return f"{where}: NaN is not a quota. Give a number greater than 0."
+    if math.isinf(value):
+        return (f"{where}: infinity is not a quota. To make it unlimited, delete the key "
+                f"(--delete {key}).")
+    if value <= 0:
+        return (f"{where}: {value:g} is not allowed; a quota must be greater than 0. To make it "
+                f"unlimited, delete the key (--delete {key}).")
+    if spec.integral and abs(value % 1.0) > 1e-6:
+        return (f"{where}: {value!r} has a fraction, but {key} is a whole number "
+                f"({spec.unit}). Round it, e.g. {math.floor(value)}.")
+    if value > spec.max_value:
+        return (f"{where}: {value:.0f} is too large for {'a LONG' if spec.value_type == 'long' else 'an INT'}"
+                f" (at most {spec.max_value}). Give a smaller value.")
+    return None
+
+
+def alteration_problems(alteration: Alteration) -> list[Problem]:
+    """Every client-side problem with one entity's alteration (empty when it may be sent)."""
+    entity, problems = alteration.entity, []
+    allowed = keys_for(entity.is_ip)
+    if entity.is_ip:
+        name = entity.name(IP)
+        if name is not None and not is_ip_literal(name):
+            problems.append(Problem(
+                f"{entity}: {name!r} is not an IP address. Give an IPv4 or IPv6 address such as "
+                f"192.0.2.10. (A broker would accept a host name it can resolve, but it stores the "
+                f"name, not the address, so the quota would never match a connection.)",
+                entity=entity, field=IP))
+    if not alteration.ops:
+        problems.append(Problem(f"{entity}: nothing to change. Give --add key=value or "
+                                f"--delete key.", entity=entity))
+    seen: dict[str, bool] = {}
+    for op in alteration.ops:
+        key = op.key
+        if key in seen:
+            if seen[key] != op.is_remove:
+                msg = (f"{key} for {entity} is both set and removed. Keep one: --add "
+                       f"{key}=VALUE or --delete {key}.")
+            else:
+                msg = f"{key} for {entity} is given twice. Give each key once."
+            problems.append(Problem(msg, entity=entity, key=key))
+            continue
+        seen[key] = op.is_remove
+        if key not in QUOTA_KEYS or key not in allowed:
+            kind = "an ip entity" if entity.is_ip else "a user/client-id entity"
+            problems.append(Problem(
+                f"{entity}: unknown quota key {key!r} for {kind}. Valid keys: "
+                f"{', '.join(allowed)}.", entity=entity, key=key))
+            continue
+        if op.value is not None:
+            message = _value_problem(entity, key, op.value)
+            if message:
+                problems.append(Problem(message, entity=entity, key=key))
+    return problems
+
+
+def validate_alterations(alterations: Sequence[Alteration]) -> None:
+    """Raise :class:`AlterationError` listing every problem, or return when all may be sent.
+
+    Also refuses the same entity twice in one request: a broker applies the first and
+    rejects the second, which is never what anyone meant.
+    """
+    problems: list[Problem] = []
+    seen: set[Entity] = set()
+    for alteration in alterations:
+        if alteration.entity in seen:
+            problems.append(Problem(
+                f"{alteration.entity} appears twice in one request. Merge its changes into "
+                f"one alteration.", entity=alteration.entity))
+        seen.add(alteration.entity)
+        problems.extend(alteration_problems(alteration))
+    if problems:
+        message = problems[0].message if len(problems) == 1 else (
+            f"{len(problems)} problems, nothing was sent:\n" +
+            "\n".join(f"- {p.message}" for p in problems))
+        raise AlterationError(message, problems=problems)
+
+
+def broker_rejection(alteration: Alteration,
+                     resolvable: Callable[[str], bool] = host_resolves) -> str | None:
+    """The error a Kafka 4.x controller gives this entity's alteration, or None if accepted.
+
+    Mirrors ClientQuotaControlManager: duplicate keys reject the entity; entity checks; key
+    and value checks for *set* ops only (a remove is never validated); NaN passes every check
+    there, and +infinity passes for double keys.
+    """
+    entity = alteration.entity
+    keys: set[str] = set()
+    for op in alteration.ops:
+        if op.key in keys:
+            return f"Ignoring duplicate entity {_java_entity(entity)}"
+        keys.add(op.key)
+    if entity.is_ip:
+        name = entity.name(IP)
+        if name is not None and not resolvable(name):
+            return f"{name} is not a valid IP or resolvable host."
+    allowed = keys_for(entity.is_ip)
+    for op in alteration.ops:
+        if op.value is None:
+            continue
+        if op.key not in allowed:
+            return f"Invalid configuration key {op.key}"
+        value = op.value
+        if value <= 0.0:
+            return f"Quota {op.key} must be greater than 0"
+        spec = QUOTA_KEYS[op.key]
+        if spec.value_type == "double":
+            continue
+        # Java compares the double with (double) Long.MAX_VALUE, so 2**63 itself passes.
+        if value > float(spec.max_value):
+            article = "a LONG" if spec.value_type == "long" else "an INT"
+            return f"Proposed value for {op.key} is too large for {article}."
+        if abs(math.fmod(value, 1.0)) > 1e-6:
+            return f"{op.key} cannot be a fractional value."
+    return None
+
+
+def _java_entity(entity: Entity) -> str:
+    return "ClientQuotaEntity(entries=" + "{" + ", ".join(
+        f"{t}={n}" for t, n in entity.parts) + "})"
+
+
+def all_problems(alterations: Iterable[Alteration]) -> list[Problem]:
+    return [p for a in alterations for p in alteration_problems(a)]
