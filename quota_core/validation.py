@@ -76,8 +76,9 @@ def alteration_problems(alteration: Alteration) -> list[Problem]:
         if name is not None and not is_ip_literal(name):
             problems.append(Problem(
                 f"{entity}: {name!r} is not an IP address. Give an IPv4 or IPv6 address such as "
-                f"192.0.2.10. (A broker would accept a host name it can resolve, but it stores the "
-                f"name, not the address, so the quota would never match a connection.)",
+                f"192.0.2.10. (A broker accepts a host name it can resolve, but it resolves the "
+                f"name once, when the quota is set, so the quota silently stays on the old "
+                f"address if DNS changes; describe shows the name, not the address it limits.)",
                 entity=entity, field=IP))
     if not alteration.ops:
         problems.append(Problem(f"{entity}: nothing to change. Give --add key=value or "

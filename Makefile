@@ -1,0 +1,54 @@
+# quota console — the two commands: `make run` (the dashboard) and `make test` (the suite).
+# Everything installs itself: the virtualenv (pinned requirements), Debian's Chromium for the
+# browser tests, and the Kafka broker jars (fetched with mvn into .cache/).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-fast kafka-up kafka-down venv chromium jars bench clean
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip
+	@$(PY) -m pip install -q -r requirements.txt
+	@$(PY) -m pip install -q --no-deps -e .
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+# Browser tests drive Debian's Chromium (Playwright's own browser download is not available).
+chromium:
+	@command -v chromium >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+jars: $(STAMP)
+	@$(PY) -c "import localkafka; localkafka.ensure_jars()"
+
+## The dashboard: on the cluster configured in .streamlit/secrets.toml or QUOTA_BOOTSTRAP_SERVERS,
+## else on a local broker it starts itself and seeds with demo quotas.
+run: jars
+	@$(PY) scripts/run_dashboard.py $(ARGS)
+
+## The whole suite: unit tables, the real broker, the real browser, real Spark.
+test: $(STAMP) chromium jars
+	@$(PY) -m pytest -q $(PYTEST_ARGS)
+
+## Without the broker and the browser (a quick loop while editing).
+test-fast: $(STAMP)
+	@$(PY) -m pytest -q -m "not kafka and not browser" $(PYTEST_ARGS)
+
+## A local broker for your own use; the last line printed is its bootstrap address.
+kafka-up: jars
+	@$(PY) -m localkafka up $(ARGS)
+
+kafka-down: $(STAMP)
+	@$(PY) -m localkafka down
+
+bench: jars
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache .hypothesis artifacts

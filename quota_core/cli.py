@@ -1,0 +1,260 @@
+"""``kafka-client-quotas``: describe, resolve and alter Kafka client quotas (KIP-546's CLI).
+
+Examples::
+
+    kafka-client-quotas --bootstrap-server 127.0.0.1:9092 --describe --names client-id=app
+    kafka-client-quotas --sandbox quotas.sqlite --resolve --user alice --client-id app
+    kafka-client-quotas --sandbox quotas.sqlite --alter --names client-id=app --defaults user \\
+        --add consumer_byte_rate=2MB --delete producer_byte_rate
+
+Exit status: 0 success, 1 the request was refused (reasons on stderr), 2 a usage error.
+This module only assembles: options in, one library call, text out.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Sequence, TextIO
+
+from . import output
+from .alterations import Alteration, Op
+from .backend import QuotaBackend
+from .connect import open_backend
+from .entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity
+from .errors import AlterationError, ParseError, QuotaError, ValidationError
+from .filters import EntityFilter, FilterComponent
+from .resolution import resolve, resolve_ip
+from .serialization import dumps, import_plan, loads
+from .spec import parse_add, parse_defaults, parse_delete, parse_names
+
+PROG = "kafka-client-quotas"
+
+
+class UsageError(Exception):
+    """Wrong flags: exit 2 with the usage line."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Describe, resolve and alter Kafka client quotas.",
+        epilog="Example: kafka-client-quotas --bootstrap-server 127.0.0.1:9092 --resolve "
+               "--user alice --client-id app")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--describe", action="store_true",
+                      help="list the entities matching the entity flags, with their quotas")
+    mode.add_argument("--resolve", action="store_true",
+                      help="the effective quota per key for a user/client-id (or ip), and where "
+                           "it comes from")
+    mode.add_argument("--alter", action="store_true",
+                      help="set (--add) and remove (--delete) quota keys of the entity")
+    mode.add_argument("--export", choices=("json", "yaml"),
+                      help="print every quota entry as a JSON or YAML document")
+    mode.add_argument("--import", dest="import_file", metavar="FILE",
+                      help="apply a JSON/YAML export (merge; with --replace make it exact)")
+    where = p.add_argument_group("where the quotas live (one of)")
+    where.add_argument("--bootstrap-server", metavar="HOST:PORT", help="a Kafka cluster")
+    where.add_argument("--command-config", metavar="FILE",
+                       help="Kafka client properties (security.protocol, sasl.*, ssl.*)")
+    where.add_argument("--sandbox", metavar="PATH", help="a local sandbox store (SQLite file)")
+    ent = p.add_argument_group("entity")
+    ent.add_argument("--names", action="append", default=[], metavar="TYPE=NAME,...",
+                     help="type=name pairs; escape , = \\ in names as \\, \\= \\\\")
+    ent.add_argument("--defaults", action="append", default=[], metavar="TYPE,...",
+                     help="entity types that take the default entity, e.g. user,client-id")
+    ent.add_argument("--user", action="append", default=[], metavar="NAME",
+                     help="a user name, taken as is (repeat for several)")
+    ent.add_argument("--client-id", action="append", default=[], metavar="NAME",
+                     help="a client id, taken as is (repeat for several)")
+    ent.add_argument("--ip", action="append", default=[], metavar="NAME",
+                     help="an ip address, taken as is (repeat for several)")
+    ent.add_argument("--strict", action="store_true",
+                     help="describe: only entities with exactly the given types")
+    alt = p.add_argument_group("alter")
+    alt.add_argument("--add", action="append", default=[], metavar="KEY=VALUE,...",
+                     help="keys to set; byte rates take units: 10MB, 1.5MiB")
+    alt.add_argument("--delete", action="append", default=[], metavar="KEY,...",
+                     help="keys to remove")
+    alt.add_argument("--validate-only", action="store_true",
+                     help="check the alteration with the backend, change nothing")
+    alt.add_argument("--replace", action="store_true",
+                     help="import: also remove entries the file does not have")
+    p.add_argument("--output", choices=("text", "json"), default="text")
+    return p
+
+
+def _entity_choices(args: argparse.Namespace) -> dict[str, list[str | None]]:
+    """Per type, the names (None = default) given by every entity flag, in order."""
+    choices: dict[str, list[str | None]] = {}
+    for text in args.names:
+        for entity_type, name in parse_names(text):
+            choices.setdefault(entity_type, []).append(name)
+    for flag, entity_type in ((args.user, USER), (args.client_id, CLIENT_ID), (args.ip, IP)):
+        for name in flag:
+            choices.setdefault(entity_type, []).append(name)
+    for text in args.defaults:
+        for entity_type in parse_defaults(text):
+            choices.setdefault(entity_type, []).append(None)
+    return {t: choices[t] for t in ENTITY_TYPES if t in choices}
+
+
+def _combinations(choices: dict[str, list[str | None]]) -> list[list[tuple[str, str | None]]]:
+    """Every entity the flags describe: one name per type, over all names given."""
+    types = list(choices)
+    combos, seen = [], set()
+    for names in itertools.product(*(choices[t] for t in types)):
+        combo = tuple(zip(types, names))
+        if combo not in seen:
+            seen.add(combo)
+            combos.append(list(combo))
+    return combos
+
+
+def _entities(args: argparse.Namespace) -> list[Entity]:
+    choices = _entity_choices(args)
+    if not choices:
+        raise UsageError("Name the entity: --names user=alice,client-id=app, --user NAME, "
+                         "--client-id NAME, --ip NAME or --defaults user.")
+    return [Entity.from_pairs(c) for c in _combinations(choices)]
+
+
+def run_describe(backend: QuotaBackend, args: argparse.Namespace, out: TextIO) -> int:
+    choices = _entity_choices(args)
+    if choices:
+        filters = [EntityFilter(tuple(FilterComponent.default(t) if n is None
+                                      else FilterComponent.exact(t, n) for t, n in combo),
+                                args.strict)
+                   for combo in _combinations(choices)]
+    else:
+        filters = [EntityFilter((), args.strict)]
+    found: dict[Entity, dict[str, float]] = {}
+    for entity_filter in filters:
+        found.update(backend.describe(entity_filter))
+    out.write(output.format_describe(found, args.output))
+    return 0
+
+
+def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO) -> int:
+    choices = _entity_choices(args)
+    if not choices:
+        raise UsageError("Name the client to resolve: --user NAME and/or --client-id NAME "
+                         "(or --ip ADDRESS).")
+    if any(None in names for names in choices.values()):
+        raise UsageError("--resolve takes real names, not --defaults: a client always has a "
+                         "user and a client id (omit --user for an unauthenticated client).")
+    if IP in choices and len(choices) > 1:
+        raise UsageError("--ip cannot be combined with --user/--client-id: ip quotas stand "
+                         "alone.")
+    quotas = backend.describe()
+    resolutions = []
+    for combo in _combinations(choices):
+        names = dict(combo)
+        if IP in names:
+            resolutions.append(resolve_ip(quotas, names[IP]))  # type: ignore[arg-type]
+        else:
+            resolutions.append(resolve(quotas, names.get(USER), names.get(CLIENT_ID)))
+    out.write(output.format_resolutions(resolutions, args.output))
+    return 0
+
+
+def _report(outcome, err: TextIO) -> int:
+    for result in outcome.failed:
+        err.write(f"{PROG}: {result.entity}: {result.error}\n")
+    return 0 if outcome.ok else 1
+
+
+def run_alter(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    ops = [Op.set(k, v) for text in args.add for k, v in parse_add(text)]
+    ops += [Op.remove(k) for text in args.delete for k in parse_delete(text)]
+    if not ops:
+        raise UsageError("--alter needs --add KEY=VALUE and/or --delete KEY.")
+    alterations = [Alteration(e, tuple(ops)) for e in _entities(args)]
+    from .validation import validate_alterations
+
+    validate_alterations(alterations)
+    outcome = backend.alter(alterations, validate_only=args.validate_only)
+    if args.output == "json":
+        out.write(output.format_outcome(outcome))
+    elif args.validate_only and outcome.ok:
+        err.write(f"Valid: {len(alterations)} entit{'y' if len(alterations) == 1 else 'ies'} "
+                  f"would be altered; nothing was changed (--validate-only).\n")
+    return _report(outcome, err)
+
+
+def run_import(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    path = Path(args.import_file)
+    fmt = "yaml" if path.suffix.lower() in (".yaml", ".yml") else "json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ParseError(f"Cannot read {path}: {exc.strerror}.") from exc
+    desired = loads(text, fmt, source=str(path))
+    plan = import_plan(backend.describe(), desired, replace=args.replace)
+    if not plan:
+        err.write("Nothing to change: the backend already holds this quota set.\n")
+        return 0
+    from .validation import validate_alterations
+
+    validate_alterations(plan)
+    outcome = backend.alter(plan, validate_only=args.validate_only)
+    err.write(f"{'Validated' if args.validate_only else 'Applied'} "
+              f"{len(outcome.results) - len(outcome.failed)} of {len(plan)} entity changes.\n")
+    return _report(outcome, err)
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed the usage error
+        return int(exc.code or 0)
+    try:
+        if args.sandbox is None and args.bootstrap_server is None:
+            raise UsageError("Say where the quotas live: --bootstrap-server HOST:PORT (a Kafka "
+                             "cluster) or --sandbox PATH (a local sandbox file).")
+        if args.command_config and not args.bootstrap_server:
+            raise UsageError("--command-config goes with --bootstrap-server.")
+        if not args.alter and (args.add or args.delete):
+            raise UsageError("--add and --delete go with --alter.")
+        if args.validate_only and not (args.alter or args.import_file):
+            raise UsageError("--validate-only goes with --alter or --import.")
+        with open_backend(args.sandbox, args.bootstrap_server, args.command_config) as backend:
+            if args.describe:
+                return run_describe(backend, args, out)
+            if args.resolve:
+                return run_resolve(backend, args, out)
+            if args.alter:
+                return run_alter(backend, args, out, err)
+            if args.export:
+                out.write(dumps(backend.describe(), args.export))
+                return 0
+            return run_import(backend, args, out, err)
+    except (UsageError, ParseError) as exc:
+        err.write(f"{PROG}: error: {exc}\n")
+        return 2
+    except AlterationError as exc:
+        for problem in exc.problems or [exc]:
+            err.write(f"{PROG}: {getattr(problem, 'message', problem)}\n")
+        return 1
+    except ValidationError as exc:
+        err.write(f"{PROG}: {exc}\n")
+        return 1
+    except QuotaError as exc:
+        err.write(f"{PROG}: {exc}\n")
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+
+def main_entry() -> None:
+    """Console-script entry point: exit with main()'s status."""
+    sys.exit(main())

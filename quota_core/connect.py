@@ -1,0 +1,34 @@
+"""Open a backend from what a user typed: a sandbox path, or bootstrap servers + config."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .backend import QuotaBackend
+from .errors import ConfigError
+
+__all__ = ["open_backend"]
+
+
+def open_backend(sandbox: str | Path | None = None, bootstrap_servers: str | None = None,
+                 command_config: str | Path | None = None,
+                 client_properties: dict[str, str] | None = None,
+                 timeout_s: float | None = None) -> QuotaBackend:
+    """A :class:`SandboxBackend` for ``sandbox``, else a Kafka backend for ``bootstrap_servers``."""
+    if sandbox and bootstrap_servers:
+        raise ConfigError("Give either a sandbox file or bootstrap servers, not both.")
+    if sandbox:
+        from .sandbox import SandboxBackend
+
+        return SandboxBackend(sandbox)
+    if not bootstrap_servers:
+        raise ConfigError("No backend given: pass --bootstrap-server HOST:PORT for a Kafka "
+                          "cluster, or --sandbox PATH for a local sandbox file.")
+    try:
+        from .kafka_backend import KafkaBackend
+    except ImportError as exc:  # kafka-python missing, or the module not there yet
+        raise ConfigError(f"The Kafka backend is not available ({exc}). Install the project "
+                          f"(pip install -e .) or use --sandbox PATH.") from exc
+    kwargs = {} if timeout_s is None else {"timeout_s": timeout_s}
+    if command_config:
+        return KafkaBackend.from_command_config(bootstrap_servers, command_config, **kwargs)
+    return KafkaBackend(bootstrap_servers, client_properties, **kwargs)
