@@ -78,6 +78,7 @@ def keys_for(is_ip: bool) -> tuple[str, ...]:
 def format_value(value: float) -> str:
     """Integral values without a decimal point (``4000000``), others in shortest form
     (``56.25``); NaN and infinities as Java prints them."""
+    value = float(value)
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
