@@ -1,0 +1,76 @@
+"""``python -m localkafka up|down|status|client-config|fetch``: a local broker for make targets.
+
+``up`` prints progress on stderr and the bootstrap address as the last stdout line,
+so ``BOOTSTRAP=$(python -m localkafka up | tail -n1)`` works in a Makefile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .broker import ADMIN, LocalBroker
+from .daemon import DEFAULT_DIR, ensure_running, running_broker, stop_running
+from .errors import LocalBrokerError
+from .jars import KAFKA_VERSION, cache_dir, ensure_jars
+
+
+def _progress(msg: str) -> None:
+    print(f"localkafka: {msg}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m localkafka", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="start a detached broker (or reuse the running one)")
+    up.add_argument("--sasl", action="store_true", help="SASL_PLAINTEXT/SCRAM-SHA-256 with ACLs")
+    up.add_argument("--port", type=int, default=None, help="client port (default: a free one)")
+    up.add_argument("--timeout", type=float, default=90)
+    down = sub.add_parser("down", help="stop the broker (no error if none)")
+    status = sub.add_parser("status", help="exit 0 if a broker answers, 3 if not")
+    cc = sub.add_parser("client-config", help="write a Java client properties file for --command-config")
+    cc.add_argument("path", type=Path)
+    cc.add_argument("--user", default=ADMIN)
+    sub.add_parser("fetch", help="only fetch the Kafka jars")
+    for p in (up, down, status, cc):
+        p.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"state/work dir (default {DEFAULT_DIR})")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.cmd == "fetch":
+            _progress(f"Kafka {KAFKA_VERSION} jars in {cache_dir()}")
+            print(ensure_jars())
+        elif args.cmd == "up":
+            _progress(f"ensuring Kafka {KAFKA_VERSION} jars (mvn, first time only)")
+            ensure_jars()
+            bootstrap, started = ensure_running(args.dir, sasl=args.sasl, port=args.port,
+                                                timeout=args.timeout, progress=_progress)
+            if not started:
+                _progress(f"already running on {bootstrap}")
+            print(bootstrap, flush=True)
+        elif args.cmd == "down":
+            _progress("stopped the broker" if stop_running(args.dir) else "no broker was running")
+        elif args.cmd == "status":
+            broker = running_broker(args.dir)
+            if broker is None:
+                print("not running")
+                return 3
+            users = ",".join(broker.users) if broker.sasl else "-"
+            print(f"running {broker.bootstrap} pid={broker.pid} sasl={broker.sasl} users={users} "
+                  f"dir={broker.workdir} log={broker.log_path}")
+        elif args.cmd == "client-config":
+            attached = LocalBroker.attach(args.dir)
+            if attached is None or not attached.running():
+                raise LocalBrokerError(f"no broker running from {args.dir}; run 'python -m localkafka up' first")
+            print(attached.write_command_config(args.path, args.user))
+    except LocalBrokerError as exc:
+        print(f"localkafka: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

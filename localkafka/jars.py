@@ -1,0 +1,103 @@
+"""The pinned Kafka jars and how to run Java programs from them.
+
+Kafka is not installed on the machine: the broker and its tools are plain jars
+from Maven Central, fetched once by ``mvn`` (the pom in ``scripts/kafka``) into
+``.cache/kafka-<version>/libs`` under the repo root and reused afterwards.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from .errors import LocalBrokerError
+
+KAFKA_VERSION = "4.3.1"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS_DIR = REPO_ROOT / "scripts" / "kafka"
+POM = SCRIPTS_DIR / "pom.xml"
+TOOLS_LOG4J = SCRIPTS_DIR / "log4j2-tools.properties"
+BROKER_LOG4J = SCRIPTS_DIR / "log4j2-broker.properties"
+
+# Client-side JVMs (format, ConfigCommand) are short-lived: C1 only, serial GC
+# and a small heap start noticeably faster on a 2-core machine.
+FAST_JVM_OPTS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xshare:auto"]
+
+
+def cache_dir() -> Path:
+    """Where the jars live; ``LOCALKAFKA_CACHE`` overrides ``<repo>/.cache/kafka-<version>``."""
+    override = os.environ.get("LOCALKAFKA_CACHE")
+    return Path(override) if override else REPO_ROOT / ".cache" / f"kafka-{KAFKA_VERSION}"
+
+
+def _tail(text: str, lines: int = 40) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def ensure_jars() -> Path:
+    """Return the directory holding the Kafka jars, fetching them with mvn if needed.
+
+    A marker file (holding the pom's hash) is written only after a complete copy,
+    so an interrupted download or an edited pom is fetched again; an exclusive
+    file lock keeps two processes (e.g. parallel test sessions) from fetching at once.
+    """
+    base = cache_dir()
+    libs, marker = base / "libs", base / "libs.complete"
+    want = hashlib.sha256(POM.read_bytes()).hexdigest()
+    if marker.is_file() and marker.read_text().strip() == want:
+        return libs
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / "fetch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.is_file() and marker.read_text().strip() == want:
+            return libs  # another process finished the fetch while we waited
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise LocalBrokerError("Maven ('mvn') is not on PATH; it is needed once to fetch the Kafka jars")
+        marker.unlink(missing_ok=True)
+        shutil.rmtree(libs, ignore_errors=True)
+        cmd = [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(POM), "dependency:copy-dependencies",
+               f"-DoutputDirectory={libs}", "-DincludeScope=runtime"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        except subprocess.TimeoutExpired as exc:
+            raise LocalBrokerError(f"mvn timed out fetching Kafka jars:\n{_tail(str(exc.stdout or ''))}") from exc
+        jars = list(libs.glob("*.jar"))
+        if proc.returncode != 0 or not any(j.name.startswith("kafka_2.13-") for j in jars):
+            raise LocalBrokerError(
+                f"mvn failed to fetch Kafka jars (exit {proc.returncode}): {' '.join(cmd)}\n"
+                f"{_tail(proc.stdout + proc.stderr)}"
+            )
+        marker.write_text(want + "\n")
+    return libs
+
+
+def java_bin() -> str:
+    """The ``java`` executable: ``$JAVA_HOME/bin/java`` if set, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").is_file():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise LocalBrokerError("no 'java' on PATH (a JDK 17+ is needed to run the Kafka broker)")
+    return found
+
+
+def tool_argv(main_class: str, *args: str) -> list[str]:
+    """Command line running a Kafka tool class from the cached jars, logging warnings only."""
+    return [java_bin(), *FAST_JVM_OPTS, "-Xmx256m", f"-Dlog4j2.configurationFile={TOOLS_LOG4J}",
+            "-cp", f"{ensure_jars()}/*", main_class, *args]
+
+
+def config_command_argv(bootstrap: str, *args: str) -> list[str]:
+    """Command line for ``kafka-configs.sh`` (``kafka.admin.ConfigCommand``) against ``bootstrap``.
+
+    Example: ``config_command_argv(bs, "--alter", "--add-config", "producer_byte_rate=1024",
+    "--entity-type", "users", "--entity-name", "alice")``; for a SASL broker add
+    ``"--command-config", path`` (see ``LocalBroker.write_command_config``).
+    """
+    return tool_argv("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args)

@@ -1,0 +1,206 @@
+"""localkafka runs a real Kafka 4.3 broker: prove it answers, is loopback-only, and enforces SASL/ACLs."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from localkafka import LocalBroker, LocalBrokerError, config_command_argv, ensure_jars
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _listening_sockets(pid: int) -> set[tuple[str, int]]:
+    """(address, port) of every TCP socket the process ``pid`` is listening on (v4 and v6)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state != "0A" or inode not in inodes:  # 0A = LISTEN
+                continue
+            addr_hex, port_hex = local.split(":")
+            assert len(addr_hex) == width
+            if width == 8:
+                addr = socket.inet_ntop(socket.AF_INET, bytes.fromhex(addr_hex)[::-1])
+            else:  # each 32-bit word is little-endian
+                raw = b"".join(bytes.fromhex(addr_hex[i:i + 8])[::-1] for i in range(0, 32, 8))
+                addr = socket.inet_ntop(socket.AF_INET6, raw)
+            found.add((addr, int(port_hex, 16)))
+    return found
+
+
+def _kafka_jvms_in(workdir: Path) -> list[int]:
+    """Pids of kafka.Kafka JVMs whose command line mentions ``workdir``."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "kafka.Kafka" in argv and str(workdir) in argv:
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_ensure_jars_is_cached() -> None:
+    libs = ensure_jars()
+    start = time.monotonic()
+    assert ensure_jars() == libs
+    assert time.monotonic() - start < 1
+    assert (libs / "kafka_2.13-4.3.1.jar").is_file()
+
+
+def test_plaintext_broker_answers_and_is_loopback_only(kafka_broker: LocalBroker) -> None:
+    admin = kafka_broker.admin()
+    metadata = admin.list_topics(timeout=10)
+    assert [(b.host, b.port) for b in metadata.brokers.values()] == [("127.0.0.1", kafka_broker.port)]
+    assert kafka_broker.bootstrap == f"127.0.0.1:{kafka_broker.port}"
+    listening = _listening_sockets(kafka_broker.pid or 0)
+    assert listening == {("127.0.0.1", kafka_broker.port), ("127.0.0.1", kafka_broker.controller_port)}
+
+
+def test_config_command_round_trips_a_quota(kafka_broker: LocalBroker) -> None:
+    user = f"alice-{uuid.uuid4().hex[:6]}"
+    entity = ["--entity-type", "users", "--entity-name", user]
+    alter = subprocess.run(config_command_argv(kafka_broker.bootstrap, "--alter", "--add-config",
+                                               "producer_byte_rate=1024", *entity),
+                           capture_output=True, text=True, timeout=120)
+    assert alter.returncode == 0, alter.stderr
+    describe = subprocess.run(config_command_argv(kafka_broker.bootstrap, "--describe", *entity),
+                              capture_output=True, text=True, timeout=120)
+    assert describe.returncode == 0, describe.stderr
+    assert f"user-principal '{user}'" in describe.stdout
+    assert re.search(r"producer_byte_rate=1024(\.0)?\b", describe.stdout), describe.stdout
+
+
+def test_start_failure_raises_with_log_tail_and_leaves_no_jvm(tmp_path: Path) -> None:
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        taken = blocker.getsockname()[1]
+        broker = LocalBroker(tmp_path / "clash", port=taken)
+        with pytest.raises(LocalBrokerError, match="Address already in use"):
+            broker.start(timeout=60)
+    assert not broker.running()
+    assert _kafka_jvms_in(tmp_path) == []
+
+
+def test_sasl_admin_describes_cluster(kafka_sasl_broker: LocalBroker) -> None:
+    admin = kafka_sasl_broker.admin("admin")
+    cluster = admin.describe_cluster(request_timeout=10).result()
+    assert [(n.host, n.port) for n in cluster.nodes] == [("127.0.0.1", kafka_sasl_broker.port)]
+    assert cluster.cluster_id == kafka_sasl_broker.cluster_id
+    assert set(kafka_sasl_broker.users) >= {"admin", "alice", "bob", "carol"}
+
+
+def test_sasl_wrong_password_fails_authentication(kafka_sasl_broker: LocalBroker) -> None:
+    errors: list[KafkaError] = []
+    conf = {**kafka_sasl_broker.client_config("alice"), "sasl.password": "not-the-password"}
+    admin = AdminClient(conf, error_cb=errors.append)
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=3)
+    admin.poll(1)  # error_cb is delivered from poll()
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+
+
+def test_sasl_alice_produces_and_consumes(kafka_sasl_broker: LocalBroker) -> None:
+    topic = f"lk-alice-{uuid.uuid4().hex[:6]}"
+    alice = kafka_sasl_broker.client_config("alice")
+    delivered: list[KafkaError | None] = []
+    producer = Producer(alice)
+    producer.produce(topic, b"hello from alice", callback=lambda err, msg: delivered.append(err))
+    assert producer.flush(30) == 0
+    assert delivered == [None]
+
+    consumer = Consumer({**alice, "group.id": f"{topic}-g", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        value = None
+        while value is None and time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                value = msg.value()
+        assert value == b"hello from alice"
+    finally:
+        consumer.close()
+
+
+def test_sasl_ordinary_user_is_refused_quotas_admin_is_not(kafka_sasl_broker: LocalBroker, tmp_path: Path) -> None:
+    describe = ["--describe", "--entity-type", "users"]
+    alice = kafka_sasl_broker.write_command_config(tmp_path / "alice.properties", "alice")
+    assert (alice.stat().st_mode & 0o777) == 0o600
+    assert 'username="alice"' in alice.read_text()
+    refused = subprocess.run(config_command_argv(kafka_sasl_broker.bootstrap, "--command-config", str(alice),
+                                                 *describe), capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0
+    assert "ClusterAuthorizationException" in refused.stderr + refused.stdout
+
+    admin = kafka_sasl_broker.write_command_config(tmp_path / "admin.properties")
+    allowed = subprocess.run(config_command_argv(kafka_sasl_broker.bootstrap, "--command-config", str(admin),
+                                                 *describe), capture_output=True, text=True, timeout=120)
+    assert allowed.returncode == 0, allowed.stderr
+
+
+def test_sasl_passwords_stay_out_of_logs(kafka_sasl_broker: LocalBroker) -> None:
+    log = kafka_sasl_broker.log_path.read_text()
+    assert "sasl.jaas.config" in log or "SASL_PLAINTEXT" in log  # the config dump is there...
+    for password in kafka_sasl_broker.users.values():
+        assert password not in log  # ...but Kafka hides password-typed values
+        assert password not in repr(kafka_sasl_broker) + kafka_sasl_broker.log_tail()
+        assert kafka_sasl_broker.redact(f"pw={password}") == "pw=***"
+
+
+def test_cli_up_is_idempotent_and_down_leaves_no_jvm(tmp_path: Path) -> None:
+    state_dir = tmp_path / "cli-broker"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "localkafka", *args, "--dir", str(state_dir)],
+                              cwd=REPO, capture_output=True, text=True, timeout=180)
+
+    try:
+        up = cli("up")
+        assert up.returncode == 0, up.stderr
+        bootstrap = up.stdout.strip().splitlines()[-1]
+        assert re.fullmatch(r"127\.0\.0\.1:\d+", bootstrap)
+        pids = _kafka_jvms_in(state_dir)
+        assert len(pids) == 1
+
+        again = cli("up")
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.strip().splitlines()[-1] == bootstrap
+        assert _kafka_jvms_in(state_dir) == pids
+
+        status = cli("status")
+        assert status.returncode == 0 and bootstrap in status.stdout
+
+        conflict = cli("up", "--sasl")
+        assert conflict.returncode == 1 and "already running" in conflict.stderr
+    finally:
+        down = cli("down")
+    assert down.returncode == 0, down.stderr
+    assert _kafka_jvms_in(state_dir) == []
+    assert cli("down").returncode == 0
+    assert cli("status").returncode == 3
