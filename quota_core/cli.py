@@ -13,6 +13,7 @@ This module only assembles: options in, one library call, text out.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import sys
@@ -59,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--command-config", metavar="FILE",
                        help="Kafka client properties (security.protocol, sasl.*, ssl.*)")
     where.add_argument("--sandbox", metavar="PATH", help="a local sandbox store (SQLite file)")
+    where.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="give up on an unreachable cluster after this long (default 10)")
     ent = p.add_argument_group("entity")
     ent.add_argument("--names", action="append", default=[], metavar="TYPE=NAME,...",
                      help="type=name pairs; escape , = \\ in names as \\, \\= \\\\")
@@ -190,6 +193,9 @@ def run_import(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ParseError(f"Cannot read {path}: {exc.strerror}.") from exc
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"Cannot read {path}: it is not UTF-8 text ({exc.reason} at byte "
+                         f"{exc.start}). Give a JSON or YAML export.") from exc
     desired = loads(text, fmt, source=str(path))
     plan = import_plan(backend.describe(), desired, replace=args.replace)
     if not plan:
@@ -210,11 +216,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     err = err or sys.stderr
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        # argparse prints --help and usage errors itself: send them to out / err too.
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed the usage error
         return int(exc.code or 0)
     try:
-        if args.sandbox is None and args.bootstrap_server is None:
+        if args.sandbox and args.bootstrap_server:
+            raise UsageError("Give either --sandbox PATH or --bootstrap-server HOST:PORT, "
+                             "not both.")
+        if not args.sandbox and not args.bootstrap_server:
             raise UsageError("Say where the quotas live: --bootstrap-server HOST:PORT (a Kafka "
                              "cluster) or --sandbox PATH (a local sandbox file).")
         if args.command_config and not args.bootstrap_server:
@@ -223,7 +234,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
             raise UsageError("--add and --delete go with --alter.")
         if args.validate_only and not (args.alter or args.import_file):
             raise UsageError("--validate-only goes with --alter or --import.")
-        with open_backend(args.sandbox, args.bootstrap_server, args.command_config) as backend:
+        if not args.timeout > 0:
+            raise UsageError(f"--timeout {args.timeout:g}: give a number of seconds above 0.")
+        with open_backend(args.sandbox, args.bootstrap_server, args.command_config,
+                          timeout_s=args.timeout) as backend:
             if args.describe:
                 return run_describe(backend, args, out)
             if args.resolve:
