@@ -76,86 +76,104 @@ def bulk_resolve(quotas: Mapping[Entity, Mapping[str, float]],
     ucodes, uniq_users = _codes(users, ANONYMOUS)
     ccodes, uniq_clients = _codes(client_ids, "")
     user_index, client_index = pd.Index(uniq_users, dtype=object), pd.Index(uniq_clients, dtype=object)
-    n = len(ucodes)
+    n, nk = len(ucodes), len(keys)
 
     # Split the quota set by rung shape once: (user part, client part) -> {name: quotas}.
-    by_user: dict[str, dict[str, float]] = {}          # rung 3 {user=U}
-    by_user_cdef: dict[str, dict[str, float]] = {}     # rung 2 {user=U, client-id=<default>}
-    by_client: dict[str, dict[str, float]] = {}        # rung 7 {client-id=C}
-    by_udef_client: dict[str, dict[str, float]] = {}   # rung 4 {user=<default>, client-id=C}
-    by_pair: dict[tuple[str, str], dict[str, float]] = {}  # rung 1
-    scalar: dict[int, Mapping[str, float]] = {}        # rungs 5, 6, 8
+    by_user: dict[str, Mapping[str, float]] = {}          # rung 3 {user=U}
+    by_user_cdef: dict[str, Mapping[str, float]] = {}     # rung 2 {user=U, client-id=<default>}
+    by_client: dict[str, Mapping[str, float]] = {}        # rung 7 {client-id=C}
+    by_udef_client: dict[str, Mapping[str, float]] = {}   # rung 4 {user=<default>, client-id=C}
+    by_pair: dict[tuple[str, str], Mapping[str, float]] = {}  # rung 1
+    scalar: dict[int, Mapping[str, float]] = {}           # rungs 5, 6, 8
     for entity, q in quotas.items():
-        d = entity.as_dict()
-        if len(d) == 2 and USER in d and CLIENT_ID in d:
-            u, c = d[USER], d[CLIENT_ID]
+        parts = entity.parts  # ordered user, client-id, ip
+        if len(parts) == 2 and parts[0][0] == USER and parts[1][0] == CLIENT_ID:
+            u, c = parts[0][1], parts[1][1]
             if u is not None and c is not None:
-                by_pair[(u, c)] = q  # type: ignore[assignment]
+                by_pair[(u, c)] = q
             elif u is not None:
-                by_user_cdef[u] = q  # type: ignore[assignment]
+                by_user_cdef[u] = q
             elif c is not None:
-                by_udef_client[c] = q  # type: ignore[assignment]
+                by_udef_client[c] = q
             else:
                 scalar[5] = q
-        elif len(d) == 1 and USER in d:
-            if d[USER] is None:
+        elif len(parts) == 1 and parts[0][0] == USER:
+            if parts[0][1] is None:
                 scalar[6] = q
             else:
-                by_user[d[USER]] = q  # type: ignore[index]
-        elif len(d) == 1 and CLIENT_ID in d:
-            if d[CLIENT_ID] is None:
+                by_user[parts[0][1]] = q
+        elif len(parts) == 1 and parts[0][0] == CLIENT_ID:
+            if parts[0][1] is None:
                 scalar[8] = q
             else:
-                by_client[d[CLIENT_ID]] = q  # type: ignore[index]
+                by_client[parts[0][1]] = q
 
-    def per_name(table: dict[str, Mapping[str, float]], index: "pd.Index", key: str):
-        """An array over the distinct names: the key's value, or _MISSING."""
-        names = [name for name, q in table.items() if key in q]
-        out = np.full(len(index), _MISSING)
-        if names:
-            pos = index.get_indexer(pd.Index(names, dtype=object))
+    def rows(tables: "Sequence[Mapping[str, float]]") -> "np.ndarray":
+        """(len(tables), nk): each entry's value per key, or _MISSING."""
+        return np.array([q.get(k, _MISSING) for q in tables for k in keys],
+                        dtype=float).reshape(len(tables), nk)
+
+    def per_name(table: dict[str, Mapping[str, float]], index: "pd.Index") -> "np.ndarray":
+        """(len(index), nk) over the distinct names: the key's value, or _MISSING."""
+        out = np.full((len(index), nk), _MISSING)
+        if table:
+            pos = index.get_indexer(pd.Index(list(table), dtype=object))
             hit = pos >= 0
-            vals = np.array([table[nm][key] for nm in names], dtype=float)
-            out[pos[hit]] = vals[hit]
+            out[pos[hit]] = rows(list(table.values()))[hit]
         return out
 
-    # Rung 1: look pairs up by a combined integer code.
-    width = max(len(uniq_clients), 1)
-    pair_codes = ucodes * width + ccodes
-
-    values: dict[str, np.ndarray] = {}
-    levels: dict[str, np.ndarray] = {}
-    for key in keys:
-        result = np.full(n, _MISSING)
-        level = np.zeros(n, dtype=np.int8)
-
-        def take(candidate: "np.ndarray", rung: int) -> None:
-            open_ = (level == 0) & (candidate != _MISSING)
-            result[open_] = candidate[open_]
+    def first(candidates) -> tuple["np.ndarray", "np.ndarray"]:
+        """Down a list of (values, rung), the first value present, and its rung (0: none)."""
+        value, level = candidates[0][0].copy(), np.zeros(candidates[0][0].shape, dtype=np.int8)
+        for cand, rung in candidates:
+            open_ = (level == 0) & (cand != _MISSING)
+            value[open_] = cand[open_]
             level[open_] = rung
+        return value, level
 
-        pairs = [(u, c) for (u, c), q in by_pair.items() if key in q]
-        if pairs:
-            pu = user_index.get_indexer(pd.Index([p[0] for p in pairs], dtype=object))
-            pc = client_index.get_indexer(pd.Index([p[1] for p in pairs], dtype=object))
-            known = (pu >= 0) & (pc >= 0)
-            if known.any():
-                entry_codes = pu[known] * width + pc[known]
-                entry_vals = np.array([by_pair[p][key] for p, k in zip(pairs, known) if k])
-                pos = pd.Index(entry_codes).get_indexer(pair_codes)
-                cand = np.where(pos >= 0, entry_vals[np.maximum(pos, 0)], _MISSING)
-                take(cand, 1)
-        named = {2: (by_user_cdef, ucodes, user_index), 3: (by_user, ucodes, user_index),
-                 4: (by_udef_client, ccodes, client_index), 7: (by_client, ccodes, client_index)}
-        for rung in range(2, 9):  # rungs in order: take() only fills what is still open
-            if rung in named:
-                table, codes, index = named[rung]
-                if any(key in q for q in table.values()):
-                    take(per_name(table, index, key)[codes], rung)
-            elif key in scalar.get(rung, {}):
-                take(np.full(n, scalar[rung][key]), rung)
-        result[level == 0] = np.nan
-        values[key], levels[key] = result, level
+    # Per distinct user: rungs 2 and 3. Per distinct client id: rung 4, the defaults 5 and
+    # 6 (the same for everyone), then rungs 7 and 8. A pair takes its user's answer, else
+    # its client id's: that is the ladder below rung 1.
+    user_val, user_lvl = first([(per_name(by_user_cdef, user_index), 2),
+                                (per_name(by_user, user_index), 3)])
+    shape = (len(client_index), nk)
+    fixed = {r: np.broadcast_to(rows([scalar.get(r, {})])[0], shape) for r in (5, 6, 8)}
+    client_val, client_lvl = first([(per_name(by_udef_client, client_index), 4),
+                                    (fixed[5], 5), (fixed[6], 6),
+                                    (per_name(by_client, client_index), 7), (fixed[8], 8)])
+    # Gather as (key, pair) so that each key's column comes out contiguous.
+    tr = np.ascontiguousarray
+    level = np.take(tr(user_lvl.T), ucodes, axis=1)
+    result = np.take(tr(user_val.T), ucodes, axis=1)
+    below = level == 0
+    if below.any():
+        cl = np.take(tr(client_lvl.T), ccodes, axis=1)
+        cv = np.take(tr(client_val.T), ccodes, axis=1)
+        level = np.where(below, cl, level)
+        result = np.where(below, cv, result)
+
+    # Rung 1 overrides: look pairs up by a combined integer code, once for all keys.
+    if by_pair:
+        width = max(len(uniq_clients), 1)
+        pairs = list(by_pair)
+        pu = user_index.get_indexer(pd.Index([p[0] for p in pairs], dtype=object))
+        pc = client_index.get_indexer(pd.Index([p[1] for p in pairs], dtype=object))
+        known = np.flatnonzero((pu >= 0) & (pc >= 0))
+        if len(known):
+            entry_codes = pu[known] * width + pc[known]
+            entry_vals = rows([by_pair[pairs[i]] for i in known])
+            pos = pd.Index(entry_codes).get_indexer(ucodes * width + ccodes)
+            hit = np.flatnonzero(pos >= 0)
+            if len(hit):
+                cand = entry_vals[pos[hit]].T  # (nk, hits)
+                present = cand != _MISSING
+                sub_val, sub_lvl = result[:, hit], level[:, hit]
+                sub_val[present] = cand[present]
+                sub_lvl[present] = 1
+                result[:, hit], level[:, hit] = sub_val, sub_lvl
+    result[level == 0] = np.nan
+    values = {key: result[i] for i, key in enumerate(keys)}
+    levels = {key: level[i] for i, key in enumerate(keys)}
 
     user_arr = np.asarray(uniq_users, dtype=object)[ucodes]
     client_arr = np.asarray(uniq_clients, dtype=object)[ccodes]

@@ -9,7 +9,7 @@ import json
 from typing import Mapping, Sequence
 
 from .alterations import AlterOutcome
-from .entities import Entity
+from .entities import Entity, sanitize
 from .keys import format_value
 from .resolution import Resolution
 
@@ -52,7 +52,8 @@ def resolution_to_json(r: Resolution) -> dict:
 
 
 def _client_header(r: Resolution) -> str:
-    return "{" + ", ".join(f"{t}={n}" for t, n in r.client.as_dict().items()) + "}"
+    # Names sanitised like Entity.__str__, so a name with ", " or "=" cannot fake another part.
+    return "{" + ", ".join(f"{t}={sanitize(n)}" for t, n in r.client.as_dict().items()) + "}"
 
 
 def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text") -> str:

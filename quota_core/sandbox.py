@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Sequence
@@ -19,7 +20,7 @@ from .backend import ClusterInfo, QuotaBackend, QuotaSet
 from .entities import Entity
 from .errors import ConnectionFailed
 from .filters import EntityFilter, filter_quotas
-from .validation import broker_rejection, host_resolves
+from .validation import _java_entity, broker_rejection, host_resolves
 
 __all__ = ["SandboxBackend"]
 
@@ -43,6 +44,24 @@ def _decode(text: str) -> Entity:
     return Entity(tuple((t, n) for t, n in json.loads(text)))
 
 
+def _set_wal(conn: sqlite3.Connection, deadline: float) -> None:
+    """``PRAGMA journal_mode=WAL``, retried while another process holds the file.
+
+    Switching a new file to WAL needs an exclusive lock and SQLite does not wait for it (the
+    busy timeout is not consulted): two processes opening a new store at once would see
+    "database is locked" straight away.
+    """
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = "locked" in str(exc) or "busy" in str(exc)
+            if not busy or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+
+
 class SandboxBackend(QuotaBackend):
     """A quota store in the SQLite file ``path`` (created on first use)."""
 
@@ -56,8 +75,8 @@ class SandboxBackend(QuotaBackend):
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
                                          check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA busy_timeout=30000")
+            _set_wal(self._conn, deadline=time.monotonic() + 30)
             self._conn.executescript(_SCHEMA)
             self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('cluster_id', ?)",
                                (f"sandbox-{uuid.uuid4().hex[:12]}",))
@@ -120,8 +139,10 @@ class SandboxBackend(QuotaBackend):
                    validate_only: bool) -> EntityResult:
         entity = alteration.entity
         if entity in seen:
-            # A broker applies the first alteration of an entity and refuses the second.
-            return EntityResult(entity, f"Ignoring duplicate entity {entity}", "INVALID_REQUEST")
+            # A broker applies the first alteration of an entity and refuses the second, naming
+            # the entity as Java prints it (ClientQuotaControlManager.alterClientQuotas).
+            return EntityResult(entity, f"Ignoring duplicate entity {_java_entity(entity)}",
+                                "INVALID_REQUEST")
         seen.add(entity)
         error = broker_rejection(alteration, self._resolvable)
         if error:

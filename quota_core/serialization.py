@@ -63,10 +63,25 @@ def dumps(quotas: Mapping[Entity, Mapping[str, float]], fmt: str = "json") -> st
     if fmt == "json":
         return json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
     if fmt == "yaml":
-        import yaml
-
-        return yaml.safe_dump(doc, allow_unicode=True, sort_keys=False)
+        return _yaml_dump(doc)
     raise ParseError(f"Unknown export format {fmt!r}: use json or yaml.")
+
+
+def _yaml_dump(doc: Any) -> str:
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        # PyYAML writes U+0085 (NEL) raw inside a single-quoted scalar and reads it back as a
+        # line break, i.e. a space: a name holding one would come back as another name.
+        # The double-quoted style escapes it as \N.
+        style = '"' if "\x85" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, represent_str)
+    return yaml.dump(doc, Dumper=Dumper, allow_unicode=True, sort_keys=False)
 
 
 def loads(text: str, fmt: str = "json", source: str = "the document") -> QuotaSet:
