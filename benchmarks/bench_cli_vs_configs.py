@@ -37,7 +37,6 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, LocalBroker(Path(tmp) / "broker") as broker:
-        broker.start(timeout=120)
         bootstrap = broker.bootstrap
         seed = [sys.executable, "-m", "quota_core", "--bootstrap-server", bootstrap, "--alter",
                 "--user", "alice", "--add", "producer_byte_rate=1048576"]

@@ -117,14 +117,17 @@ class SandboxBackend(QuotaBackend):
     # -- writing --------------------------------------------------------------------------
     def alter(self, alterations: Sequence[Alteration],
               validate_only: bool = False) -> AlterOutcome:
-        results: list[EntityResult] = []
+        # One result per entity, as a broker answers: a repeated entity's single result
+        # carries the error even though its first alteration was applied.
+        results: dict[Entity, EntityResult] = {}
         seen: set[Entity] = set()
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 try:
                     for alteration in alterations:
-                        results.append(self._alter_one(alteration, seen, validate_only))
+                        results[alteration.entity] = self._alter_one(alteration, seen,
+                                                                     validate_only)
                     self._conn.execute("COMMIT")
                 except BaseException:
                     self._conn.execute("ROLLBACK")
@@ -133,7 +136,7 @@ class SandboxBackend(QuotaBackend):
                 raise ConnectionFailed(f"Cannot write the sandbox store {self.path}: {exc}",
                                        path=str(self.path)) from exc
             self._cache = None  # our own commits do not change PRAGMA data_version
-        return AlterOutcome(tuple(results), validate_only)
+        return AlterOutcome(tuple(results.values()), validate_only)
 
     def _alter_one(self, alteration: Alteration, seen: set[Entity],
                    validate_only: bool) -> EntityResult:
