@@ -18,6 +18,8 @@ __all__ = [
     "INT_MAX",
     "keys_for",
     "format_value",
+    "json_number",
+    "NON_FINITE",
 ]
 
 LONG_MAX = 2**63 - 1
@@ -86,3 +88,17 @@ def format_value(value: float) -> str:
     if value.is_integer():
         return str(int(value))
     return repr(value)
+
+
+#: How JSON documents carry the values a broker accepts but JSON has no number for.
+NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def json_number(value: float) -> float | int | str:
+    """A quota value for a JSON document: integral values as integers, and NaN / infinities
+    (which a broker accepts) as the strings ``"NaN"`` / ``"Infinity"``, so the document stays
+    valid JSON for strict parsers such as jq."""
+    value = float(value)
+    if not math.isfinite(value):
+        return format_value(value)
+    return int(value) if value.is_integer() and abs(value) < 2**63 else value

@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 
 from .alterations import AlterOutcome
 from .entities import Entity, sanitize
-from .keys import format_value
+from .keys import format_value, json_number
 from .resolution import Resolution
 
 __all__ = ["format_describe", "format_resolutions", "format_outcome", "resolution_to_json"]
@@ -20,8 +20,8 @@ def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2) + "\n"
 
 
-def _num(v: float) -> float | int:
-    return int(v) if v == v and abs(v) != float("inf") and v.is_integer() and abs(v) < 2**63 else v
+def _num(v: float) -> float | int | str:
+    return json_number(v)
 
 
 def format_describe(quotas: Mapping[Entity, Mapping[str, float]], fmt: str = "text") -> str:

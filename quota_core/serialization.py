@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from .alterations import Alteration, diff_alteration
 from .backend import QuotaSet
 from .entities import Entity
+from .keys import NON_FINITE, json_number
 from .errors import ParseError, ValidationError
 
 __all__ = ["FORMAT", "to_document", "from_document", "dumps", "loads", "import_plan"]
@@ -29,8 +30,8 @@ def to_document(quotas: Mapping[Entity, Mapping[str, float]]) -> dict[str, Any]:
         for e in _sorted(quotas)]}
 
 
-def _num(v: float) -> float | int:
-    return int(v) if math.isfinite(v) and v.is_integer() and abs(v) < 2**53 else v
+def _num(v: float) -> float | int | str:
+    return json_number(v)
 
 
 def from_document(doc: Any, source: str = "the document") -> QuotaSet:
@@ -51,6 +52,8 @@ def from_document(doc: Any, source: str = "the document") -> QuotaSet:
             raise ParseError(f"{where}: {entity} appears twice; merge its quotas into one entry.")
         quotas = {}
         for key, value in entry["quotas"].items():
+            if isinstance(value, str) and value in NON_FINITE:
+                value = NON_FINITE[value]
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ParseError(f"{where}: {key}={value!r} is not a number.")
             quotas[str(key)] = float(value)

@@ -205,3 +205,35 @@ def test_from_document_default_source_and_unknown_export_format():
         from_document({"entries": [None]})
     with pytest.raises(ParseError, match="Unknown export format 'xml'"):
         dumps({}, "xml")
+
+
+def test_non_finite_values_stay_strict_json(tmp_path):
+    """Brokers accept NaN and +infinity; our JSON must still parse with a strict parser."""
+    import io
+    import json
+    import math
+
+    from quota_core import Alteration, Entity, Op
+    from quota_core.cli import main
+    from quota_core.sandbox import SandboxBackend
+
+    path = tmp_path / "q.sqlite"
+    with SandboxBackend(path) as store:
+        assert store.alter([Alteration(Entity.of(user="n"), (
+            Op.set("request_percentage", math.nan),
+            Op.set("controller_mutation_rate", math.inf)))]).ok
+
+    def strict(text):
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
+
+    for argv in (["--describe", "--output", "json"], ["--export", "json"],
+                 ["--resolve", "--user", "n", "--output", "json"]):
+        out = io.StringIO()
+        assert main(["--sandbox", str(path), *argv], out=out, err=io.StringIO()) == 0
+        assert "NaN" in out.getvalue()
+        strict(out.getvalue())
+    out = io.StringIO()
+    main(["--sandbox", str(path), "--export", "json"], out=out, err=io.StringIO())
+    again = loads(out.getvalue())
+    assert math.isnan(again[Entity.of(user="n")]["request_percentage"])
+    assert again[Entity.of(user="n")]["controller_mutation_rate"] == math.inf
