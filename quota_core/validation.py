@@ -169,9 +169,15 @@ def broker_rejection(alteration: Alteration,
     return None
 
 
+#: The order a java.util.HashMap of 16 buckets iterates these keys in (by String.hashCode).
+_JAVA_MAP_ORDER = {"ip": 0, "client-id": 1, "user": 2}
+
+
 def _java_entity(entity: Entity) -> str:
-    return "ClientQuotaEntity(entries=" + "{" + ", ".join(
-        f"{t}={n}" for t, n in entity.parts) + "})"
+    """``ClientQuotaEntity.toString()`` as a broker prints it: HashMap order, null defaults."""
+    parts = sorted(entity.parts, key=lambda p: _JAVA_MAP_ORDER[p[0]])
+    return "ClientQuotaEntity(entries={" + ", ".join(
+        f"{t}={'null' if n is None else n}" for t, n in parts) + "})"
 
 
 def all_problems(alterations: Iterable[Alteration]) -> list[Problem]:

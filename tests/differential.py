@@ -116,6 +116,10 @@ def fixed_steps() -> list[Step]:
         Step("describe", entity_filter=EntityFilter((FilterComponent.any(USER),
                                                      FilterComponent.default(USER)))),  # invalid
         Step("describe", entity_filter=EntityFilter((), True)),
+        # A key twice in one entity rejects the entity (the broker's text names the entity).
+        Step("alter", (a(E(user="u", client_id=None), s("producer_byte_rate", 1.0),
+                         Op.remove("producer_byte_rate")),
+                       a(E(user="u"), s("producer_byte_rate", 1.0)))),
         # Brokers accept NaN for every key and +infinity for double keys (we refuse both
         # client-side; the sandbox must still model the broker).
         Step("alter", (a(E(client_id="nan"), s("producer_byte_rate", math.nan),
