@@ -1,6 +1,7 @@
 """``python -m quota_core``: the kafka-client-quotas CLI."""
 import sys
 
-from .cli import main
+from .cli import _lean_kafka_import, main
 
+_lean_kafka_import()
 sys.exit(main())
