@@ -1,0 +1,55 @@
+"""Audit log: every change applied from this console — who, when, where, before and after."""
+import pandas as pd
+import streamlit as st
+
+from quota_core.audit import records_csv, records_jsonl
+from ui.session import context
+
+ctx = context()
+st.title("Audit log")
+st.caption(f"Every change applied from this console, newest first. Stored append-only in "
+           f"`{ctx.audit.path}`.")
+
+records = ctx.audit.read()
+if ctx.audit.skipped:
+    st.warning(f"{ctx.audit.skipped} line(s) of the log could not be read (e.g. a write cut "
+               f"short by a crash) and are left out.")
+if not records:
+    st.info("No changes have been applied from this console yet.")
+    st.stop()
+
+f1, f2, f3 = st.columns(3)
+text = f1.text_input("Entity contains", key="au_entity", placeholder="alice").strip().lower()
+actors = sorted({r.actor for r in records})
+who = f2.multiselect("By", actors, key="au_actor", placeholder="anyone")
+here_only = f3.toggle("Only this cluster", key="au_here", value=False,
+                      disabled=ctx.spec is None)
+
+cluster_id = ctx.snapshot.info.cluster_id if ctx.snapshot else None
+shown = [r for r in reversed(records)
+         if (not text or text in r.entity_text.lower())
+         and (not who or r.actor in who)
+         and (not here_only or r.cluster.get("cluster_id") == cluster_id)]
+
+
+def _q(q: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in q.items()) or "—"
+
+
+table = pd.DataFrame([{
+    "when (UTC)": r.ts, "who": r.actor, "action": r.action, "entity": r.entity_text,
+    "before": _q(r.before), "after": _q(r.after),
+    "cluster": r.cluster.get("label") or r.cluster.get("location") or "",
+    "cluster id": r.cluster.get("cluster_id") or "", "note": r.note,
+} for r in shown])
+st.markdown(f"**{len(shown):,}** of {len(records):,} changes")
+st.dataframe(table, hide_index=True, key="au_table",
+             column_config={"when (UTC)": st.column_config.TextColumn(width="medium"),
+                            "entity": st.column_config.TextColumn(width="large")})
+
+e1, e2, _ = st.columns([1, 1, 3])
+e1.download_button("Export CSV", data=lambda: records_csv(shown), file_name="quota-audit.csv",
+                   mime="text/csv", icon=":material/download:", key="au_csv")
+e2.download_button("Export JSON lines", data=lambda: records_jsonl(shown),
+                   file_name="quota-audit.jsonl", mime="application/x-ndjson",
+                   icon=":material/download:", key="au_jsonl")

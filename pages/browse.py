@@ -1,0 +1,156 @@
+"""Browse: every quota entry, filtered like describe, searched, sorted, counted, exported."""
+import json
+
+import streamlit as st
+
+from quota_core import format_quota
+from quota_core.browse import (ALL_KEYS, DEFAULT_LABEL, LEVELS, BrowseFilter, TypeMatch,
+                               at_levels, display_frame, export_csv, export_json, filter_frame,
+                               level_counts, sort_frame)
+from quota_core.errors import FilterError
+from quota_core.keys import QUOTA_KEYS
+from quota_core.resolution import LADDER
+from ui.charts import byte_rate_box, level_bar
+from ui.session import context
+
+#: Up to this many rows the table is sent whole, styled (the default in grey italics) and
+#: selectable; above, it is loaded lazily (Streamlit serves a screenful at a time).
+EAGER_LIMIT = 2_000
+MODES = {"unset": "— (no filter)", "any": "any: a name or the default",
+         "default": "the default", "exact": "exact name", "absent": "absent (no such part)"}
+PATTERNS = {str(r.level): r.pattern for r in LADDER} | {"ip": "{ip=…}"}
+
+ctx = context()
+st.title("Browse quotas")
+st.caption(f"Every quota entry. {DEFAULT_LABEL} is the *default* entity of a type; a name "
+           f"spelled `<default>` is an ordinary name and shows as written.")
+if not ctx.connected:
+    st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
+    st.stop()
+frame = ctx.snapshot.frame
+
+# -- filters ---------------------------------------------------------------------------------
+with st.container(border=True):
+    cols = st.columns(3)
+    matches = {}
+    for col, (field, label) in zip(cols, (("user", "user"), ("client_id", "client-id"),
+                                          ("ip", "ip"))):
+        mode = col.selectbox(label, list(MODES), format_func=MODES.__getitem__,
+                             key=f"br_{field}_mode")
+        name = ""
+        if mode == "exact":
+            name = col.text_input(f"{label} name", key=f"br_{field}_name",
+                                  placeholder="exact name, as the broker sees it")
+        matches[field] = TypeMatch(mode, name)
+    c1, c2 = st.columns([3, 1])
+    search = c1.text_input("Search names", key="br_search", placeholder="part of a user, "
+                           "client id or ip (any case)")
+    c2.markdown("&nbsp;")
+    strict = c2.checkbox("strict", key="br_strict",
+                         help="Only entities with exactly the filtered parts (describe's "
+                              "--strict / match only). Without filters it matches nothing, "
+                              "like describe.")
+
+spec = BrowseFilter(matches["user"], matches["client_id"], matches["ip"], strict, search)
+try:
+    matching = filter_frame(frame, spec)
+    describe = str(spec.entity_filter())
+except FilterError as exc:
+    st.error(str(exc), icon=":material/filter_alt_off:")
+    st.stop()
+
+# -- counts per ladder level: also the level filter ------------------------------------------
+counts = level_counts(matching)
+levels = st.pills("Entries per ladder level (click to show only those levels)", list(LEVELS),
+                  selection_mode="multi", key="br_levels",
+                  format_func=lambda lv: f"{lv} {PATTERNS[lv]} · {counts[lv]:,}")
+shown = at_levels(matching, levels)
+st.markdown(f"**{len(shown):,}** of {len(frame):,} entries · describe filter `{describe}`"
+            + ("" if spec.describe_equivalent and not levels else " (with search, levels or "
+               "absent parts, which describe cannot express)"))
+
+# -- sort, table -----------------------------------------------------------------------------
+s1, s2, s3 = st.columns([2, 1, 3])
+sort_by = s1.selectbox("Sort by", ["level", "user", "client-id", "ip", *ALL_KEYS],
+                       key="br_sort")
+descending = s2.toggle("descending", key="br_desc")
+s3.caption("Sort by orders quota columns by their exact value; clicking a column header "
+           "sorts the rows shown by their text.")
+if sort_by != "level" or descending:
+    shown = sort_frame(shown, sort_by, descending)
+page = shown
+
+table = display_frame(page)
+column_config = {
+    "user": st.column_config.TextColumn("user", width="medium"),
+    "client-id": st.column_config.TextColumn("client-id", width="medium"),
+    "ip": st.column_config.TextColumn("ip", width="small"),
+    "level": st.column_config.TextColumn("level", width="small",
+                                         help="The ladder level this entry's shape fills."),
+}
+order = ["user", "client-id", "ip", "level"]
+for key in ALL_KEYS:
+    if not shown[key].notna().any():
+        continue  # a key no matching entry sets gets no column
+    spec_k = QUOTA_KEYS[key]
+    if spec_k.is_byte_rate:
+        column_config[key] = st.column_config.TextColumn(key, help=spec_k.description)
+        column_config[f"{key} (exact)"] = st.column_config.NumberColumn(
+            "exact B/s", format="localized", help=f"{key}: the exact value in bytes/s.")
+        order += [key, f"{key} (exact)"]
+    else:
+        column_config[f"{key} (exact)"] = st.column_config.NumberColumn(
+            f"{key} ({spec_k.unit})", format="localized", help=spec_k.description)
+        order.append(f"{key} (exact)")
+# Small results: styled (the default in grey italics) and selectable. Big ones: streamed to
+# the browser lazily, a screenful at a time.
+small = len(table) <= EAGER_LIMIT
+data = table
+if small:
+    def _default_style(v):
+        return "font-style: italic; color: #5f6368" if v == DEFAULT_LABEL else ""
+    data = table.style.map(_default_style, subset=["user", "client-id", "ip"])
+event = st.dataframe(data, column_config=column_config, column_order=order, hide_index=True,
+                     height=min(38 + 35 * max(len(table), 1), 600), placeholder="",
+                     on_select="rerun" if small else "ignore",
+                     selection_mode="single-row", key="br_table", lazy=not small)
+if not small:
+    st.caption("Large result: rows load as you scroll. Narrow it down to "
+               f"{EAGER_LIMIT:,} entries or fewer to select a row.")
+
+rows = event.selection.rows if small and event is not None else []
+if rows and rows[0] < len(page):
+    entity = page["_entity"].iloc[rows[0]]
+    with st.container(border=True):
+        st.markdown(f"**Selected** `{entity}` — level {page['level'].iloc[rows[0]]}")
+        q = ctx.snapshot.quotas.get(entity, {})
+        st.markdown("  \n".join(f"{k}: {format_quota(k, v)} ({v:,.0f})" if QUOTA_KEYS[k].is_byte_rate
+                                else f"{k}: {format_quota(k, v)}" for k, v in sorted(q.items())))
+        d = entity.as_dict()
+        l1, l2 = st.columns(2)
+        if entity.is_ip:
+            if d["ip"] is not None:
+                l1.page_link("pages/resolve.py", label="Resolve this ip",
+                             icon=":material/troubleshoot:", query_params={"ip": d["ip"]})
+        else:
+            params = {k: v for k, v in (("user", d.get("user")),
+                                        ("client_id", d.get("client-id"))) if v}
+            l1.page_link("pages/resolve.py", label="Resolve a client of this entry",
+                         icon=":material/troubleshoot:", query_params=params)
+        if ctx.policy.editing_enabled:
+            l2.page_link("pages/edit.py", label="Edit this entry", icon=":material/edit:",
+                         query_params={"entity": json.dumps([list(p) for p in entity.parts])})
+
+# -- export ----------------------------------------------------------------------------------
+e1, e2, _ = st.columns([1, 1, 3])
+e1.download_button("Export CSV", data=lambda: export_csv(shown), file_name="quotas.csv",
+                   mime="text/csv", icon=":material/download:", key="br_csv",
+                   help="Every matching entry (not only the rows shown).")
+e2.download_button("Export JSON", data=lambda: export_json(shown), file_name="quotas.json",
+                   mime="application/json", icon=":material/download:", key="br_json",
+                   help="The CLI's export format: kafka-client-quotas --import reads it back.")
+
+# -- charts ----------------------------------------------------------------------------------
+g1, g2 = st.columns(2)
+g1.plotly_chart(level_bar(level_counts(shown)), key="br_levels_chart")
+g2.plotly_chart(byte_rate_box(shown), key="br_box_chart")

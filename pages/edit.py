@@ -1,0 +1,300 @@
+"""Edit: set, change or remove quotas of one entity — validated, previewed, confirmed, audited.
+
+Flow: pick the entity (its current quotas are read fresh from the cluster: "loaded"), edit
+the values (errors appear next to each field before anything is sent), Preview (the cluster
+validates without writing; the diff and the known clients whose quota changes are shown),
+tick the confirmation, Apply. Apply is refused if the entity changed since it was loaded.
+"""
+import json
+
+import streamlit as st
+
+from quota_core import (Entity, alteration_problems, diff_alteration, format_quota,
+                        parse_quota_value)
+from quota_core.entities import CLIENT_ID, DEFAULT_TEXT, IP, USER
+from quota_core.errors import ConcurrentChange, EntityError, QuotaError
+from quota_core.impact import parse_clients_csv
+from quota_core.keys import QUOTA_KEYS, keys_for
+from ui.actions import apply_change, preview
+from ui.render import KEY_ORDER, editable_text, exact_text
+from ui.session import context, registry
+
+CLIENT, IPKIND = "user / client-id", "ip"
+PART_MODES = {"name": "a name", "default": "the default", "none": "not part of the entity"}
+IP_MODES = {"name": "an address", "default": "the default"}
+
+ctx = context()
+st.title("Edit quotas")
+if not ctx.policy.editing_enabled:
+    st.info("This console is read-only.")
+    st.stop()
+if not ctx.connected:
+    st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
+    st.stop()
+allowed, why_not = ctx.may_edit()
+if not allowed:
+    st.warning(why_not, icon=":material/lock:")
+    st.stop()
+st.caption(f"Changes go to **{ctx.spec.label}** (`{ctx.spec.location}`) and are recorded in "
+           f"the audit log as **{ctx.operator}**.")
+backend = ctx.backend
+ss = st.session_state
+
+
+# -- seed the entity from ?entity=[[type, name-or-null], ...] (links from Resolve/Browse) --
+def _seed_from_param(raw: str) -> None:
+    try:
+        entity = Entity.from_pairs((t, n) for t, n in json.loads(raw))
+    except (ValueError, TypeError, QuotaError):
+        st.warning(f"Ignoring the entity in the link ({raw!r}): it is not a valid entity.")
+        return
+    d = entity.as_dict()
+    if entity.is_ip:
+        ss["ed_kind"] = IPKIND
+        ss["ed_ip_mode"] = "default" if d[IP] is None else "name"
+        ss["ed_ip"] = d[IP] or ""
+        return
+    ss["ed_kind"] = CLIENT
+    for t, mode_key, name_key in ((USER, "ed_user_mode", "ed_user"),
+                                  (CLIENT_ID, "ed_client_mode", "ed_client")):
+        ss[mode_key] = "none" if t not in d else ("default" if d[t] is None else "name")
+        ss[name_key] = d.get(t) or ""
+
+
+param = st.query_params.get("entity")
+if param and ss.get("ed_seeded_param") != param:
+    _seed_from_param(param)
+    ss["ed_seeded_param"] = param
+
+# -- the entity ------------------------------------------------------------------------------
+with st.container(border=True):
+    ss.setdefault("ed_kind", CLIENT)
+    ss.setdefault("ed_client_mode", "none")
+    kind = st.segmented_control("Entity", [CLIENT, IPKIND], key="ed_kind") or CLIENT
+    pairs, missing = [], None
+    if kind == CLIENT:
+        c1, c2 = st.columns(2)
+        for col, t, label, mode_key, name_key in (
+                (c1, USER, "user", "ed_user_mode", "ed_user"),
+                (c2, CLIENT_ID, "client-id", "ed_client_mode", "ed_client")):
+            mode = col.selectbox(label, list(PART_MODES), format_func=PART_MODES.__getitem__,
+                                 key=mode_key)
+            if mode == "name":
+                name = col.text_input(f"{label} name", key=name_key,
+                                      help=f"Exactly as the broker sees it. A {label} named "
+                                           f"`{DEFAULT_TEXT}` is a name, not the default.")
+                if not name:
+                    col.caption(f":orange[Type a {label} name, or choose the default.]")
+                    missing = t
+                pairs.append((t, name))
+            elif mode == "default":
+                pairs.append((t, None))
+    else:
+        c1, _ = st.columns(2)
+        mode = c1.selectbox("ip", list(IP_MODES), format_func=IP_MODES.__getitem__,
+                            key="ed_ip_mode")
+        if mode == "name":
+            name = c1.text_input("ip address", key="ed_ip", placeholder="192.0.2.10")
+            if not name:
+                c1.caption(":orange[Type an IP address, or choose the default.]")
+                missing = IP
+            pairs.append((IP, name))
+        else:
+            pairs.append((IP, None))
+    if missing:
+        st.stop()
+    try:
+        entity = Entity.from_pairs(pairs)
+    except EntityError as exc:
+        st.error(str(exc), icon="✏️")
+        st.stop()
+    st.markdown(f"Entity: `{entity}` — {entity.describe()}")
+
+entity_param = json.dumps([list(p) for p in entity.parts])
+if st.query_params.get("entity") != entity_param:
+    st.query_params["entity"] = entity_param
+    ss["ed_seeded_param"] = entity_param
+
+# -- load the entity's current quotas (fresh from the cluster) -------------------------------
+keys = [k for k in KEY_ORDER if k in keys_for(entity.is_ip)]
+if (ss.get("ed_loaded_entity") != entity or ss.get("ed_reload")
+        or any(f"ed_val_{k}" not in ss for k in keys)):
+    try:
+        loaded = backend.describe_entity(entity)
+    except QuotaError as exc:
+        st.error(f"Cannot read {entity}: {exc}")
+        st.stop()
+    ss["ed_loaded_entity"], ss["ed_before"], ss["ed_reload"] = entity, loaded, False
+    for k in keys:
+        ss[f"ed_val_{k}"] = editable_text(k, loaded.get(k))
+    for stale in ("ed_preview", "ed_confirm", "ed_conflict"):
+        ss.pop(stale, None)
+before: dict = ss["ed_before"]
+
+result = ss.get("ed_result")
+if result is not None and result.alteration.entity == entity:
+    with st.container(border=True):
+        st.success(f"Applied to `{entity}` by {result.record.actor} at {result.record.ts}. "
+                   f"Read back from the cluster:", icon=":material/check_circle:")
+        st.dataframe([{"key": k, "before": format_quota(k, result.before.get(k)),
+                       "after (read back)": format_quota(k, result.after.get(k)),
+                       "exact after": exact_text(k, result.after[k]) if k in result.after
+                       else ""} for k in sorted(set(result.before) | set(result.after))],
+                     hide_index=True)
+        if not result.settled:
+            st.warning("The cluster did not show the change yet when read back (brokers "
+                       "update their view shortly after an alter). Refresh in a moment.")
+        st.page_link("pages/audit.py", label="See it in the audit log", icon=":material/history:")
+
+
+def _reload() -> None:
+    ss["ed_reload"] = True
+
+
+def _clear_all() -> None:
+    for k in keys:
+        ss[f"ed_val_{k}"] = ""
+
+
+h1, h2 = st.columns([3, 1])
+h1.markdown(f"**Currently** ({'no quotas: the entity does not exist yet' if not before else ''}"
+            + ", ".join(f"{k}={format_quota(k, v)}" for k, v in sorted(before.items())) + ")")
+h2.button("Reload from cluster", key="ed_reload_btn", on_click=_reload,
+          icon=":material/refresh:")
+
+# -- the values, each validated next to its field --------------------------------------------
+after, problems = {}, {}
+for k in keys:
+    text = str(ss.get(f"ed_val_{k}", "")).strip()
+    if text:
+        try:
+            after[k] = parse_quota_value(k, text)
+        except QuotaError as exc:
+            problems.setdefault(k, []).append(str(exc))
+alteration = diff_alteration(entity, before, after)
+entity_problems = []
+if alteration.ops and not problems:
+    for p in alteration_problems(alteration):
+        if p.key in keys:
+            problems.setdefault(p.key, []).append(p.message)
+        else:
+            entity_problems.append(p.message)
+
+with st.container(border=True):
+    st.markdown("**Quotas** — byte rates take units: `10MB` = 10,000,000, `1.5MiB` = "
+                "1,572,864 bytes/s. Empty = not set (unlimited at this level).")
+    for k in keys:
+        spec = QUOTA_KEYS[k]
+        f1, f2 = st.columns([2, 3])
+        f1.text_input(k, key=f"ed_val_{k}", placeholder="not set",
+                      help=f"{spec.description} ({spec.unit}).")
+        with f2:
+            st.markdown("&nbsp;", unsafe_allow_html=True)
+            if k in problems:
+                for msg in problems[k]:
+                    st.error(msg, icon="✏️")
+            elif k in after:
+                note = exact_text(k, after[k])
+                if before.get(k) != after[k]:
+                    note += f" — now {format_quota(k, before.get(k))}"
+                st.caption(f"= {note}")
+            elif k in before:
+                st.caption(f"will be removed (now {format_quota(k, before[k])})")
+    for msg in entity_problems:
+        st.error(msg)
+    st.button("Remove every key (delete the entity)", key="ed_delete", on_click=_clear_all,
+              icon=":material/delete:", disabled=not before)
+
+if not alteration.ops:
+    st.info("No changes yet: edit a value above.")
+    st.stop()
+if problems or entity_problems:
+    st.stop()
+
+# -- preview -----------------------------------------------------------------------------------
+st.subheader("Preview")
+uploaded: list[tuple[str, str]] = []
+upload = st.file_uploader("Known clients to check (CSV: user,client_id)", type=["csv", "txt"],
+                          key="ed_clients",
+                          help="One client per line. An empty user is an unauthenticated "
+                               "client (ANONYMOUS). Clients named in entries are always "
+                               "checked.")
+if upload is not None:
+    try:
+        uploaded = parse_clients_csv(upload.getvalue().decode("utf-8", "replace"))
+    except QuotaError as exc:
+        st.error(str(exc))
+        st.stop()
+
+if st.button("Preview", key="ed_preview_btn", type="secondary", icon=":material/visibility:"):
+    try:
+        known = ctx.snapshot.known_clients() + uploaded
+        ss["ed_preview"] = preview(backend, ctx.snapshot.quotas, alteration, before, known)
+        ss.pop("ed_conflict", None)
+    except QuotaError as exc:
+        st.error(f"Preview failed: {exc}")
+        ss.pop("ed_preview", None)
+
+pv = ss.get("ed_preview")
+if pv is None or pv.alteration != alteration:
+    st.caption("Preview asks the cluster to validate the change (nothing is written) and "
+               "shows what it would do.")
+    st.stop()
+
+with st.container(border=True):
+    if pv.accepted:
+        st.success(f"The cluster accepts this change (validated only, nothing written).",
+                   icon=":material/fact_check:")
+    else:
+        for r in pv.outcome.failed:
+            st.error(f"The cluster would refuse it: {r.error}", icon=":material/block:")
+    st.markdown(f"**`{entity}`** — before → after")
+    st.dataframe([{"key": c.key, "change": c.change, "before": format_quota(c.key, c.before),
+                   "after": format_quota(c.key, c.after),
+                   "after (exact)": "" if c.after is None else exact_text(c.key, c.after)}
+                  for c in pv.diff if c.change != "unchanged"], hide_index=True)
+    n_clients = len({(c.user, c.client_id) for c in pv.impact})
+    who = "ip" if entity.is_ip else "known client"
+    if pv.impact:
+        st.markdown(f"**{n_clients:,} {who}{'' if n_clients == 1 else 's'}** "
+                    f"{'gets' if n_clients == 1 else 'get'} a different effective quota "
+                    f"(of {pv.clients_checked:,} checked):")
+        st.dataframe([{"client": c.label, "key": c.key, "before → after": c.describe()}
+                      for c in pv.impact[:2000]], hide_index=True)
+        if len(pv.impact) > 2000:
+            st.caption(f"First 2,000 of {len(pv.impact):,} changes shown.")
+    else:
+        st.markdown(f"No {who}s change their effective quota "
+                    f"({pv.clients_checked:,} checked): the change is shadowed, or no known "
+                    f"client resolves through this entity.")
+
+conflict = ss.get("ed_conflict")
+if conflict is not None:
+    with st.container(border=True):
+        st.error(conflict["message"], icon=":material/sync_problem:")
+        st.dataframe(conflict["rows"], hide_index=True)
+        st.button("Reload the entity", key="ed_conflict_reload", on_click=_reload,
+                  type="primary", icon=":material/refresh:")
+    st.stop()
+
+confirm = st.checkbox(f"I have checked the preview: apply it to {ctx.spec.label}",
+                      key="ed_confirm", disabled=not pv.accepted)
+if st.button("Apply", key="ed_apply", type="primary", icon=":material/done_all:",
+             disabled=not (confirm and pv.accepted)):
+    try:
+        applied = apply_change(backend, alteration, before, actor=ctx.operator,
+                               cluster=ctx.cluster_fields(), audit=ctx.audit,
+                               action="delete" if not pv.after else "alter")
+    except ConcurrentChange as exc:
+        ss["ed_conflict"] = {"message": str(exc), "rows": [
+            {"key": c.key, "when loaded": format_quota(c.key, c.before),
+             "now on the cluster": format_quota(c.key, c.after)}
+            for c in exc.context.get("changes", [])]}
+        st.rerun()
+    except QuotaError as exc:
+        st.error(f"Not applied: {exc}", icon=":material/block:")
+        st.stop()
+    ss["ed_result"] = applied
+    ss["ed_reload"] = True
+    registry().invalidate(ctx.spec)
+    st.rerun()

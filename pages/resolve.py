@@ -1,0 +1,135 @@
+"""Resolve & explain: which quota applies to a client, which ladder level set it, and why.
+
+The URL carries the query (``?user=alice&client_id=checkout-api`` or ``?ip=10.0.0.12``), so
+a link to this page answers the question for whoever opens it.
+"""
+import json
+
+import streamlit as st
+
+from quota_core import (estimate_throttle, explain_key, parse_quota_value, resolve,
+                        resolve_ip)
+from quota_core.errors import QuotaError
+from quota_core.keys import QUOTA_KEYS
+from ui.render import (BUCKET_WORDS, KEY_ORDER, entity_text, exact_text, ladder_html,
+                       short_value)
+from ui.session import context
+
+ctx = context()
+st.title("Resolve & explain")
+st.caption("Which quota does a client get, which entry sets it, and who shares it? "
+           "Each key is resolved on its own: the first level (top down) that sets it wins.")
+
+# -- the query: from the URL, else the last one asked in this session ------------------------
+# Widget state is dropped when another page runs, so the last query is kept separately.
+qp = st.query_params
+last = st.session_state.setdefault("rs_last", {})
+seed = dict(qp) if any(k in qp for k in ("user", "client_id", "ip")) else last
+if not any(k in st.session_state for k in ("rs_user", "rs_client", "rs_ip")):
+    st.session_state["rs_mode"] = "IP address" if seed.get("ip") else "User / client id"
+    st.session_state["rs_user"] = seed.get("user", "")
+    st.session_state["rs_client"] = seed.get("client_id", "")
+    st.session_state["rs_ip"] = seed.get("ip", "")
+
+mode = st.segmented_control("Resolve for", ["User / client id", "IP address"], key="rs_mode")
+mode = mode or "User / client id"
+if mode == "IP address":
+    ip = st.text_input("IP address", key="rs_ip", placeholder="10.0.0.12").strip()
+    user = client_id = ""
+    query = {"ip": ip} if ip else {}
+else:
+    c1, c2 = st.columns(2)
+    user = c1.text_input("User principal", key="rs_user", placeholder="empty = "
+                         "unauthenticated (ANONYMOUS)",
+                         help="The authenticated user name as the broker sees it (e.g. the "
+                              "SASL user, or the certificate's DN). Leave empty for an "
+                              "unauthenticated client.")
+    client_id = c2.text_input("Client id", key="rs_client", placeholder="empty = "
+                              "no client.id",
+                              help="The client.id the application sets.")
+    ip = ""
+    query = {k: v for k, v in (("user", user), ("client_id", client_id)) if v}
+# Keep the URL in step with the query, so it can be shared.
+if dict(st.query_params) != query:
+    st.query_params.from_dict(query)
+st.session_state["rs_last"] = dict(query)
+
+if not ctx.connected:
+    st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
+    st.stop()
+quotas = ctx.snapshot.quotas
+
+if mode == "IP address":
+    if not ip:
+        st.info("Type an IP address to see its connection-rate quota.")
+        st.stop()
+    resolution = resolve_ip(quotas, ip)
+else:
+    resolution = resolve(quotas, user or None, client_id or None)
+
+for note in resolution.client.assumptions():
+    st.warning(note, icon=":material/info:")
+
+# -- the answer per key ----------------------------------------------------------------------
+keys = [k for k in KEY_ORDER if k in resolution.keys]
+cols = st.columns(len(keys))
+for col, key in zip(cols, keys):
+    r = resolution.keys[key]
+    with col.container(border=True):
+        st.metric(key, short_value(key, r.value), help=QUOTA_KEYS[key].description)
+        if r.unlimited:
+            st.caption("no level sets it")
+        else:
+            exact = (f"{exact_text(key, r.value)} · " if QUOTA_KEYS[key].is_byte_rate else "")
+            st.caption(f"**level {r.level}** · `{entity_text(r.source)}`  \n"
+                       f"{exact}shared by {BUCKET_WORDS.get(r.bucket.kind, 'this ip')}")
+
+# -- the ladder -------------------------------------------------------------------------------
+st.subheader("The ladder for this client")
+st.html(ladder_html(resolution, keys))
+
+st.subheader("In plain words")
+for key in keys:
+    st.markdown(f"- **{key}** — {explain_key(resolution, key)}")
+if not resolution.client.is_ip:
+    st.caption("Quotas are enforced by each broker on its own: a client spread over N brokers "
+               "can use up to N × the quota in total.")
+
+# -- links: share, edit ----------------------------------------------------------------------
+with st.expander("Share or change this"):
+    st.markdown("The address bar holds this query: copy it to share the answer. ")
+    st.code("?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else "(empty)",
+            language=None)
+    if ctx.policy.editing_enabled:
+        st.markdown("Edit an entry of this ladder:")
+        for step in resolution.ladder:
+            if step.quotas:
+                st.page_link("pages/edit.py", label=f"level {step.level}: "
+                             f"{entity_text(step.entity)}", icon=":material/edit:",
+                             query_params={"entity": json.dumps(
+                                 [list(p) for p in step.entity.parts])})
+
+# -- observed rates -> estimated throttle ------------------------------------------------------
+with st.expander("Observed rates → estimated throttle"):
+    st.caption("Give what a broker measures for this client's bucket (per broker, per second; "
+               "byte rates take units such as 12MB or 3MiB). The broker delays the client by "
+               "(observed − quota) / quota × the 10 s window.")
+    tcols = st.columns(len(keys))
+    for col, key in zip(tcols, keys):
+        text = col.text_input(f"observed {key}", key=f"rs_obs_{key}").strip()
+        if not text:
+            continue
+        try:
+            observed = parse_quota_value(key, text)
+        except QuotaError as exc:
+            col.error(str(exc))
+            continue
+        est = estimate_throttle(key, observed, resolution.keys[key].value)
+        if est.quota is None:
+            col.info("unlimited: never throttled")
+        elif est.throttled:
+            col.error(f"throttled ≈ {est.throttle_ms:,} ms per request "
+                      f"({est.usage_ratio:.0%} of quota)"
+                      + (" — capped at one sample window" if est.capped else ""))
+        else:
+            col.success(f"not throttled ({est.usage_ratio:.0%} of quota)")

@@ -1,0 +1,332 @@
+"""The Browse table: a described quota set as rows, filtered, searched, sorted and counted.
+
+Pure and pandas-first (pandas is imported lazily, as in :mod:`quota_core.bulk`): the set is
+turned into one DataFrame once (:func:`quota_frame`), and every filter change is a few
+vectorised comparisons over it (:func:`filter_frame`), so 100,000 entries stay interactive.
+
+The filter mirrors a describe filter, per entity type (:class:`TypeMatch`): *any* (a name or
+the default), *default*, an *exact* name, or *absent* (the entity has no such type), plus
+*strict* (the entity has exactly the filtered types). :meth:`BrowseFilter.entity_filter`
+gives the equivalent :class:`~quota_core.filters.EntityFilter`, and the two agree on every
+set (tests/test_browse.py checks this); *absent* is the one thing describe cannot say.
+
+Every entity is also classified by the ladder rung its *shape* fills (:func:`entity_level`):
+``{user=U}`` is rung 3 for user U, ``{client-id=<default>}`` rung 8, an ip entity ``"ip"``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from .entities import CLIENT_ID, DEFAULT_TEXT, ENTITY_TYPES, IP, USER, Entity
+from .errors import FilterError
+from .filters import EntityFilter, FilterComponent
+from .units import format_quota
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+__all__ = [
+    "LEVELS",
+    "ALL_KEYS",
+    "DEFAULT_LABEL",
+    "MATCH_MODES",
+    "TypeMatch",
+    "BrowseFilter",
+    "entity_level",
+    "quota_rows",
+    "quota_frame",
+    "filter_frame",
+    "sort_frame",
+    "at_levels",
+    "level_counts",
+    "display_frame",
+    "export_csv",
+    "export_json",
+    "frame_quotas",
+]
+
+#: Every ladder level an entry can fill, in ladder order; ip entities come last.
+LEVELS: tuple[str, ...] = ("1", "2", "3", "4", "5", "6", "7", "8", "ip")
+#: Every quota key, client keys first (the table's column order).
+ALL_KEYS: tuple[str, ...] = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                             "controller_mutation_rate", "connection_creation_rate")
+#: How the table shows the default entity: not ``<default>``, which a real name can be.
+DEFAULT_LABEL = "⟨default⟩"
+
+# Per type kind codes in the frame.
+ABSENT, DEFAULT, NAME = 0, 1, 2
+#: (user kind, client-id kind) -> ladder level.
+_SHAPE_LEVEL = {(NAME, NAME): "1", (NAME, DEFAULT): "2", (NAME, ABSENT): "3",
+                (DEFAULT, NAME): "4", (DEFAULT, DEFAULT): "5", (DEFAULT, ABSENT): "6",
+                (ABSENT, NAME): "7", (ABSENT, DEFAULT): "8"}
+_TYPE_COLUMNS = {USER: "user", CLIENT_ID: "client-id", IP: "ip"}
+
+#: Filter modes per entity type, as the page offers them.
+MATCH_MODES: tuple[str, ...] = ("unset", "any", "default", "exact", "absent")
+
+
+def _kind(name: str | None, present: bool) -> int:
+    if not present:
+        return ABSENT
+    return DEFAULT if name is None else NAME
+
+
+def entity_level(entity: Entity) -> str:
+    """The ladder level this entity's shape fills: ``"1"`` … ``"8"``, or ``"ip"``."""
+    if entity.is_ip:
+        return "ip"
+    d = entity.as_dict()
+    return _SHAPE_LEVEL[(_kind(d.get(USER), USER in d), _kind(d.get(CLIENT_ID), CLIENT_ID in d))]
+
+
+# --------------------------------------------------------------------------- the filter
+@dataclass(frozen=True, slots=True)
+class TypeMatch:
+    """How one entity type is filtered: ``mode`` is one of :data:`MATCH_MODES`."""
+
+    mode: str = "unset"
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mode not in MATCH_MODES:
+            raise FilterError(f"Unknown match mode {self.mode!r}: use one of "
+                              f"{', '.join(MATCH_MODES)}.")
+
+    def component(self, entity_type: str) -> FilterComponent | None:
+        if self.mode == "any":
+            return FilterComponent.any(entity_type)
+        if self.mode == "default":
+            return FilterComponent.default(entity_type)
+        if self.mode == "exact":
+            if not self.name:
+                raise FilterError(f"The exact match for {entity_type} has no name: type a "
+                                  f"name, or match the default instead.")
+            return FilterComponent.exact(entity_type, self.name)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class BrowseFilter:
+    """What the Browse page filters on. The empty filter keeps everything."""
+
+    user: TypeMatch = field(default_factory=TypeMatch)
+    client_id: TypeMatch = field(default_factory=TypeMatch)
+    ip: TypeMatch = field(default_factory=TypeMatch)
+    strict: bool = False
+    #: Case-insensitive substring of any name (user, client id or ip).
+    search: str = ""
+    #: Keep only entries at these levels (empty: all).
+    levels: tuple[str, ...] = ()
+
+    def matches(self) -> dict[str, TypeMatch]:
+        return {USER: self.user, CLIENT_ID: self.client_id, IP: self.ip}
+
+    def entity_filter(self) -> EntityFilter:
+        """The describe filter for the type components (``absent`` has no equivalent).
+
+        Raises :class:`FilterError` for combinations a broker refuses (ip with user)."""
+        components = [c for t, m in self.matches().items()
+                      if (c := m.component(t)) is not None]
+        ef = EntityFilter(tuple(components), self.strict)
+        ef.validate()
+        return ef
+
+    @property
+    def describe_equivalent(self) -> bool:
+        """True when :meth:`entity_filter` alone selects exactly the same entries."""
+        return (not self.search and not self.levels
+                and all(m.mode != "absent" for m in self.matches().values()))
+
+
+# --------------------------------------------------------------------------- rows / frame
+def quota_rows(quotas: Mapping[Entity, Mapping[str, float]]) -> list[dict]:
+    """Plain rows (no pandas): entity parts (None = default, key missing = absent), the
+    level, and the quotas. Sorted in the entities' own order."""
+    rows = []
+    for entity in sorted(quotas, key=Entity.sort_key):
+        d = entity.as_dict()
+        rows.append({"entity": str(entity), "level": entity_level(entity),
+                     "parts": {_TYPE_COLUMNS[t]: n for t, n in d.items()},
+                     "quotas": dict(quotas[entity])})
+    return rows
+
+
+def quota_frame(quotas: Mapping[Entity, Mapping[str, float]]) -> "pd.DataFrame":
+    """One row per entity, built once per described set.
+
+    Columns: ``user``/``client-id``/``ip`` as shown (the name, :data:`DEFAULT_LABEL`, or ``""``
+    when absent); ``level``; one float column per key of :data:`ALL_KEYS` (NaN = not set);
+    and private columns for filtering: ``_user_kind``… (0 absent, 1 default, 2 name),
+    ``_user``… (the raw name or None), ``_search`` (names, lower-cased) and ``_entity``.
+    """
+    import numpy as np
+    import pandas as pd
+
+    n = len(quotas)
+    kinds = {t: np.zeros(n, dtype=np.int8) for t in ENTITY_TYPES}
+    names: dict[str, list] = {t: [None] * n for t in ENTITY_TYPES}
+    values = {k: np.full(n, np.nan) for k in ALL_KEYS}
+    entities: list[Entity] = [None] * n  # type: ignore[list-item]
+    for i, (entity, q) in enumerate(quotas.items()):
+        entities[i] = entity
+        for t, name in entity.parts:
+            kinds[t][i] = DEFAULT if name is None else NAME
+            names[t][i] = name
+        for k, v in q.items():
+            col = values.get(k)
+            if col is not None:
+                col[i] = v
+    columns: dict[str, object] = {}
+    for t in ENTITY_TYPES:
+        shown = np.array(names[t], dtype=object)
+        shown[kinds[t] == DEFAULT] = DEFAULT_LABEL
+        shown[kinds[t] == ABSENT] = ""
+        columns[_TYPE_COLUMNS[t]] = shown
+    # The level from the shape, vectorised: (user kind, client-id kind) -> rung; ip -> "ip".
+    table = np.full(9, -1, dtype=np.int8)
+    for (uk, ck), level in _SHAPE_LEVEL.items():
+        table[uk * 3 + ck] = LEVELS.index(level)
+    codes = table[kinds[USER].astype(np.int64) * 3 + kinds[CLIENT_ID]]
+    codes[kinds[IP] != ABSENT] = LEVELS.index("ip")
+    columns["level"] = pd.Categorical.from_codes(codes, categories=list(LEVELS), ordered=True)
+    columns.update(values)
+    for t in ENTITY_TYPES:
+        columns[f"_{_TYPE_COLUMNS[t]}_kind"] = kinds[t]
+        # object dtype on purpose: filters compare these as numpy arrays, and pandas'
+        # string dtype would convert on every access.
+        columns[f"_{_TYPE_COLUMNS[t]}"] = pd.Series(names[t], dtype=object)
+    search = ["\x1f".join(n or "" for n in triple).lower()
+              for triple in zip(names[USER], names[CLIENT_ID], names[IP])]
+    columns["_search"] = pd.Series(search, dtype=object)
+    frame = pd.DataFrame(columns)
+    frame["_entity"] = pd.Series(entities, dtype=object)
+    # Default order: by level, then names (the default sorts before names).
+    frame = frame.sort_values(["level", "_user_kind", "_user", "_client-id_kind", "_client-id",
+                               "_ip_kind", "_ip"], na_position="first", kind="stable")
+    return frame.reset_index(drop=True)
+
+
+def filter_frame(frame: "pd.DataFrame", spec: BrowseFilter) -> "pd.DataFrame":
+    """The rows ``spec`` keeps, vectorised. Raises :class:`FilterError` like describe would."""
+    import numpy as np
+
+    ef = spec.entity_filter()  # validates, exactly as a broker would
+    keep = np.ones(len(frame), dtype=bool)
+    if spec.strict and not ef.components:
+        keep[:] = False  # an empty strict describe filter matches nothing
+    for t, m in spec.matches().items():
+        col = _TYPE_COLUMNS[t]
+        kind = frame[f"_{col}_kind"].to_numpy()
+        if m.mode == "any":
+            keep &= kind != ABSENT
+        elif m.mode == "default":
+            keep &= kind == DEFAULT
+        elif m.mode == "exact":
+            keep &= (kind == NAME) & (frame[f"_{col}"].to_numpy() == m.name)
+        elif m.mode == "absent" or spec.strict:  # strict: unfiltered types must be absent
+            keep &= kind == ABSENT
+    if spec.levels:
+        keep &= frame["level"].isin(list(spec.levels)).to_numpy()
+    if spec.search:
+        needle = spec.search.strip().lower()
+        if needle:
+            idx = np.flatnonzero(keep)
+            hit = frame["_search"].to_numpy()[idx]
+            found = np.fromiter((needle in s for s in hit), dtype=bool, count=len(idx))
+            keep[idx[~found]] = False
+    return frame[keep]
+
+
+def at_levels(frame: "pd.DataFrame", levels: Iterable[str]) -> "pd.DataFrame":
+    """Only the rows at these ladder levels (all rows when ``levels`` is empty)."""
+    levels = list(levels)
+    if not levels:
+        return frame
+    return frame[frame["level"].isin(levels).to_numpy()]
+
+
+def sort_frame(frame: "pd.DataFrame", by: str, descending: bool = False) -> "pd.DataFrame":
+    """Sort by a shown column; names sort by their raw text (the default first), quota
+    columns numerically with unset values last."""
+    if by in ("user", "client-id", "ip"):
+        cols = [f"_{by}_kind", f"_{by}"]
+        return frame.sort_values(cols, ascending=not descending, na_position="first",
+                                 kind="stable")
+    if by not in frame.columns:
+        raise KeyError(f"Cannot sort by {by!r}: not a column of the table.")
+    return frame.sort_values(by, ascending=not descending, na_position="last", kind="stable")
+
+
+def level_counts(frame: "pd.DataFrame") -> dict[str, int]:
+    """Entries per ladder level, every level present (0 when none)."""
+    counts = frame["level"].value_counts()
+    return {level: int(counts.get(level, 0)) for level in LEVELS}
+
+
+# --------------------------------------------------------------------------- display/export
+def _human(key: str, v: float) -> str:
+    if v != v:  # NaN: not set
+        return ""
+    return format_quota(key, v)
+
+
+def display_frame(frame: "pd.DataFrame", keys: Iterable[str] = ALL_KEYS) -> "pd.DataFrame":
+    """The shown columns of ``frame``: names, level, and per key a human text column
+    ``<key>`` plus the exact number as ``<key> (exact)``. Formats each distinct value once."""
+    import pandas as pd
+
+    out = pd.DataFrame({"user": frame["user"], "client-id": frame["client-id"],
+                        "ip": frame["ip"], "level": frame["level"].astype(str)})
+    for key in keys:
+        col = frame[key]
+        uniques = pd.unique(col.dropna())
+        labels = {v: _human(key, float(v)) for v in uniques}
+        out[key] = col.map(labels).astype(object).where(col.notna(), "")
+        out[f"{key} (exact)"] = col
+    return out
+
+
+def _name_text(kind: int, name: str | None) -> str:
+    return {ABSENT: "", DEFAULT: DEFAULT_TEXT}.get(kind, name or "")
+
+
+def export_csv(frame: "pd.DataFrame") -> str:
+    """CSV of the rows: ``entity`` in Kafka's text form (unambiguous: a real ``<default>``
+    name is sanitised to ``%3Cdefault%3E``), the level, the names (``<default>`` for the
+    default, empty when absent), and each key's exact value (empty when not set)."""
+    import pandas as pd
+
+    out = pd.DataFrame({"entity": [str(e) for e in frame["_entity"]],
+                        "level": frame["level"].astype(str)})
+    for col in ("user", "client-id", "ip"):
+        kinds, names = frame[f"_{col}_kind"].to_numpy(), frame[f"_{col}"].to_numpy()
+        out[col] = [_name_text(k, n) for k, n in zip(kinds, names)]
+    for key in ALL_KEYS:
+        out[key] = [_exact_text(v) for v in frame[key].to_numpy()]
+    return out.to_csv(index=False, lineterminator="\n")
+
+
+def _exact_text(v: float) -> str:
+    if v != v:
+        return ""
+    return str(int(v)) if float(v).is_integer() and not math.isinf(v) else repr(float(v))
+
+
+def frame_quotas(frame: "pd.DataFrame") -> dict[Entity, dict[str, float]]:
+    """The quota set the rows of ``frame`` hold (for export, or re-filtering)."""
+    values = {k: frame[k].to_numpy() for k in ALL_KEYS}
+    out: dict[Entity, dict[str, float]] = {}
+    for i, entity in enumerate(frame["_entity"]):
+        out[entity] = {k: float(values[k][i]) for k in ALL_KEYS if values[k][i] == values[k][i]}
+    return out
+
+
+def export_json(frame: "pd.DataFrame") -> str:
+    """The rows as the CLI's export document (``quota-console/1``: raw names, ``null`` for
+    the default), so ``kafka-client-quotas --import`` can read it back."""
+    from .serialization import to_document
+
+    return json.dumps(to_document(frame_quotas(frame)), indent=1, ensure_ascii=False)

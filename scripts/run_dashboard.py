@@ -1,0 +1,120 @@
+"""Start the dashboard: what ``make run`` calls.
+
+    python scripts/run_dashboard.py                      # configured cluster, else local broker
+    python scripts/run_dashboard.py --sandbox demo.sqlite  # a sandbox file instead
+    python scripts/run_dashboard.py --port 8600 --broker-dir /tmp/qc-broker
+
+Which backend:
+
+1. ``--sandbox PATH``: that sandbox file (seeded with the demo quotas when empty).
+2. ``QUOTA_BOOTSTRAP_SERVERS`` (+ ``QUOTA_COMMAND_CONFIG``) in the environment, or a
+   ``[kafka]`` section in ``.streamlit/secrets.toml``: that cluster, untouched.
+3. Otherwise the local Kafka broker (``localkafka``, started if none is running), seeded with
+   the demo quotas when it has none.
+
+Then it replaces itself with ``streamlit run app.py`` on 127.0.0.1, passing the choice to the
+app through environment variables (see ui/settings.py).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from quota_core.alterations import Alteration  # noqa: E402
+from quota_core.backend import QuotaBackend, checked_alter  # noqa: E402
+from quota_core.connect import open_backend  # noqa: E402
+from quota_core.demo import demo_quotas  # noqa: E402
+from quota_core.errors import QuotaError  # noqa: E402
+
+LOCAL_LABEL = "Local Kafka broker (make run)"
+
+
+def say(msg: str) -> None:
+    print(f"run_dashboard: {msg}", file=sys.stderr, flush=True)
+
+
+def configured_cluster(env: dict[str, str], secrets_path: Path) -> str | None:
+    """Where the configured cluster comes from, or None when there is none."""
+    if env.get("QUOTA_BOOTSTRAP_SERVERS"):
+        return f"QUOTA_BOOTSTRAP_SERVERS={env['QUOTA_BOOTSTRAP_SERVERS']}"
+    if secrets_path.is_file():
+        try:
+            secrets = tomllib.loads(secrets_path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise SystemExit(f"run_dashboard: cannot read {secrets_path}: {exc}") from exc
+        kafka = secrets.get("kafka")
+        if isinstance(kafka, dict) and kafka.get("bootstrap_servers"):
+            return f"[kafka] in {secrets_path}"
+    return None
+
+
+def seed_if_empty(backend: QuotaBackend, where: str) -> None:
+    """Put the demo quotas in ``backend`` when it holds none."""
+    if backend.describe():
+        say(f"{where} already holds quotas: not seeding")
+        return
+    demo = demo_quotas()
+    outcome = checked_alter(backend, [Alteration.of(e, set=q) for e, q in demo.items()])
+    if not outcome.ok:
+        raise SystemExit("run_dashboard: seeding the demo quotas failed: " + "; ".join(
+            f"{r.entity}: {r.error}" for r in outcome.failed))
+    say(f"seeded {len(demo)} demo quota entries into {where}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sandbox", type=Path, help="run on this sandbox file")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("QUOTA_PORT", "8501")))
+    parser.add_argument("--no-seed", action="store_true", help="never seed demo quotas")
+    parser.add_argument("--broker-dir", type=Path, default=None,
+                        help="state folder of the local broker (default: localkafka's, "
+                             ".cache/local-broker)")
+    args = parser.parse_args(argv)
+    env = dict(os.environ)
+
+    try:
+        if args.sandbox:
+            path = args.sandbox.resolve()
+            env["QUOTA_SANDBOX"] = str(path)
+            env.pop("QUOTA_BOOTSTRAP_SERVERS", None)
+            env.setdefault("QUOTA_CONNECTION_LABEL", "Sandbox file (--sandbox)")
+            with open_backend(sandbox=path) as backend:
+                if not args.no_seed:
+                    seed_if_empty(backend, str(path))
+        elif (where := configured_cluster(env, REPO / ".streamlit" / "secrets.toml")):
+            say(f"using the configured cluster ({where})")
+        else:
+            import localkafka
+
+            localkafka.ensure_jars()
+            kwargs = {"directory": args.broker_dir} if args.broker_dir else {}
+            bootstrap, started = localkafka.ensure_running(progress=say, **kwargs)
+            stop = (f"python -m localkafka down --dir {args.broker_dir}" if args.broker_dir
+                    else "make kafka-down")
+            say(f"{'started' if started else 'reusing'} the local broker on {bootstrap} "
+                f"(stop it with: {stop})")
+            env["QUOTA_BOOTSTRAP_SERVERS"] = bootstrap
+            env.setdefault("QUOTA_CONNECTION_LABEL", LOCAL_LABEL)
+            with open_backend(bootstrap_servers=bootstrap) as backend:
+                if not args.no_seed:
+                    seed_if_empty(backend, f"the local broker {bootstrap}")
+    except QuotaError as exc:
+        raise SystemExit(f"run_dashboard: {exc}") from exc
+
+    cmd = [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"),
+           "--server.address", "127.0.0.1", "--server.port", str(args.port),
+           "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    say(f"dashboard on http://127.0.0.1:{args.port}")
+    os.chdir(REPO)
+    os.execve(sys.executable, cmd, env)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Render-only helpers: turn quota_core results into text, HTML and table frames.
+
+Nothing here decides anything about quotas; it only formats what quota_core computed.
+Names are escaped everywhere HTML is built (they are user input).
+"""
+from __future__ import annotations
+
+from html import escape
+from typing import Iterable
+
+from quota_core.browse import ALL_KEYS, DEFAULT_LABEL
+from quota_core.entities import Entity
+from quota_core.keys import QUOTA_KEYS, format_value
+from quota_core.resolution import LADDER, Resolution
+from quota_core.units import format_bytes
+
+__all__ = ["exact_text", "short_value", "editable_text", "entity_text", "entity_html",
+           "ladder_html", "KEY_ORDER", "BUCKET_WORDS"]
+
+#: Column order for keys everywhere in the dashboard.
+KEY_ORDER: tuple[str, ...] = ALL_KEYS
+SHORT = {"producer_byte_rate": "produce", "consumer_byte_rate": "fetch (consume)",
+         "request_percentage": "request time", "controller_mutation_rate": "mutations",
+         "connection_creation_rate": "connections"}
+BUCKET_WORDS = {"user+client-id": "this user + client id", "user": "all of the user's clients",
+                "client-id": "all users of the client id"}
+
+_WIN = ("background:#d6f5dd;color:#0b5d1e;font-weight:700;border:2px solid #1e8e3e;")
+_SHADOW = "color:#9aa0a6;text-decoration:line-through;background:#f6f6f6;"
+_EMPTY = "color:#c4c7c5;text-align:center;"
+_CELL = "padding:6px 10px;border-bottom:1px solid #e3e3e3;vertical-align:top;"
+_HEAD = ("padding:6px 10px;border-bottom:2px solid #9aa0a6;text-align:left;font-weight:600;"
+         "background:#fafafa;")
+
+
+def exact_text(key: str, value: float) -> str:
+    """``8,388,608 bytes/s`` — the exact number with the key's unit."""
+    spec = QUOTA_KEYS.get(key)
+    unit = spec.unit if spec else ""
+    if float(value).is_integer() and abs(value) < 1e18:
+        number = f"{int(value):,}"
+    else:
+        number = format_value(value)
+    return f"{number} {unit}".strip()
+
+
+def editable_text(key: str, value: float | None) -> str:
+    """A value as the Edit form pre-fills it: exact, and parseable back by
+    :func:`quota_core.parse_quota_value` (``8MiB`` when exact in binary units)."""
+    if value is None:
+        return ""
+    spec = QUOTA_KEYS.get(key)
+    if spec is not None and spec.is_byte_rate and float(value).is_integer():
+        for size, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+            if value >= size and value % size == 0:
+                return f"{int(value // size)}{unit}"
+        return str(int(value))
+    return format_value(value)
+
+
+def _name_html(name: str | None) -> str:
+    if name is None:
+        return f'<em style="color:#5f6368" class="qc-default">{DEFAULT_LABEL}</em>'
+    return f'<span class="qc-name">{escape(name)}</span>'
+
+
+def entity_html(entity: Entity | None) -> str:
+    if entity is None:
+        return ""
+    return ", ".join(f"{escape(t)}={_name_html(n)}" for t, n in entity.parts)
+
+
+def entity_text(entity: Entity) -> str:
+    """``user=alice, client-id=⟨default⟩`` (raw names; the default cannot be confused with a
+    name spelled ``<default>``)."""
+    return ", ".join(f"{t}={DEFAULT_LABEL if n is None else n}" for t, n in entity.parts)
+
+
+def short_value(key: str, value: float | None) -> str:
+    """Compact: ``8 MiB/s``, ``50%``, ``10/s``; ``unlimited`` for None."""
+    if value is None:
+        return "unlimited"
+    return _cell_value(key, value)
+
+
+def _cell_value(key: str, value: float) -> str:
+    spec = QUOTA_KEYS.get(key)
+    if spec is not None and spec.is_byte_rate:
+        return f"{format_bytes(value)}/s"
+    if spec is not None and spec.unit == "%":
+        return f"{format_value(value)}%"
+    return f"{format_value(value)}/s"
+
+
+def ladder_html(resolution: Resolution, keys: Iterable[str] | None = None) -> str:
+    """The ladder as an HTML table: a row per level (its concrete entity), a column per key;
+    the winning entry of each key highlighted, entries it shadows struck through and grey."""
+    keys = [k for k in (keys or KEY_ORDER) if k in resolution.keys]
+    rungs = {r.level: r for r in LADDER}
+    is_ip = resolution.client.is_ip
+    head = "".join(f'<th style="{_HEAD}">{escape(k)}<br><span style="font-weight:400;'
+                   f'color:#5f6368;font-size:0.85em">{escape(SHORT.get(k, ""))}</span></th>'
+                   for k in keys)
+    rows = []
+    for step in resolution.ladder:
+        won = bool(step.wins)
+        present = bool(step.quotas)
+        dim = "" if present else "color:#9aa0a6;"
+        rung = rungs.get(step.level)
+        shared = "" if is_ip or rung is None else BUCKET_WORDS.get(rung.bucket, "")
+        badge = ("background:#1e8e3e;color:white;" if won else
+                 "background:#e8eaed;color:#3c4043;" if present else "color:#9aa0a6;")
+        cells = [f'<td style="{_CELL}text-align:center;width:3.2em"><span style="{badge}'
+                 f'display:inline-block;min-width:1.7em;border-radius:1em;padding:1px 6px;'
+                 f'font-weight:700">{step.level}</span></td>',
+                 f'<td style="{_CELL}{dim}"><span class="qc-entity">{entity_html(step.entity)}'
+                 f'</span>' + ("" if present else ' <span style="font-size:0.85em">'
+                               '(no entry)</span>')
+                 + f'<br><code style="font-size:0.78em;color:#80868b;background:none;'
+                   f'padding:0">{escape(step.pattern)}</code></td>']
+        if not is_ip:
+            cells.append(f'<td style="{_CELL}color:#5f6368;font-size:0.85em">{shared}</td>')
+        for k in keys:
+            if k in step.quotas:
+                v = step.quotas[k]
+                exact = escape(exact_text(k, v))
+                if k in step.wins:
+                    cells.append(f'<td class="qc-win" data-key="{k}" style="{_CELL}{_WIN}" '
+                                 f'title="wins: {exact}">✔ {escape(_cell_value(k, v))}</td>')
+                else:
+                    winner = resolution.keys[k].level
+                    cells.append(f'<td class="qc-shadowed" data-key="{k}" '
+                                 f'style="{_CELL}background:#f6f6f6" title="{exact} — shadowed '
+                                 f'by level {winner}"><span style="{_SHADOW}">'
+                                 f'{escape(_cell_value(k, v))}</span> <span style="color:#80868b;'
+                                 f'font-size:0.8em">↑ level {winner}</span></td>')
+            else:
+                cells.append(f'<td style="{_CELL}{_EMPTY}">·</td>')
+        cls = "qc-rung qc-rung-win" if won else "qc-rung"
+        rows.append(f'<tr class="{cls}" data-level="{step.level}">{"".join(cells)}</tr>')
+    eff = []
+    for k in keys:
+        r = resolution.keys[k]
+        text = "unlimited" if r.unlimited else f"{_cell_value(k, r.value)} · level {r.level}"
+        eff.append(f'<td style="{_HEAD}border-top:2px solid #9aa0a6">{escape(text)}</td>')
+    span = 2 if is_ip else 3
+    shared_head = "" if is_ip else f'<th style="{_HEAD}">shared by</th>'
+    foot = (f'<tr class="qc-effective"><td colspan="{span}" style="{_HEAD}'
+            f'border-top:2px solid #9aa0a6">Effective quota (first level that sets the key)'
+            f'</td>{"".join(eff)}</tr>')
+    legend = (f'<div style="margin-top:6px;font-size:0.85em;color:#5f6368">'
+              f'<span style="{_WIN}padding:1px 6px">✔ wins</span> the first level (top down) '
+              f'that sets the key decides it &nbsp; '
+              f'<span style="{_SHADOW}padding:1px 6px">shadowed</span> set lower down, '
+              f'ignored for this client &nbsp; · not set at this level</div>')
+    return (f'<div class="qc-ladder" style="overflow-x:auto">'
+            f'<table style="border-collapse:collapse;width:100%;font-size:0.92em">'
+            f'<thead><tr><th style="{_HEAD}">level</th><th style="{_HEAD}">entry on the '
+            f'ladder of this client</th>{shared_head}{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}{foot}</tbody></table>{legend}</div>')

@@ -1,0 +1,350 @@
+"""The connection every page shares: chosen in the sidebar, opened once, described once.
+
+:func:`sidebar` runs in ``app.py`` before the page: it picks the connection, shows what it
+is (cluster id, broker count, never a password), and stores a :class:`PageContext` for the
+page to read with :func:`context`. Backends and the described set live in one process-wide
+:class:`Registry` (``st.cache_resource``): a quota set of 100,000 entries is described and
+turned into the Browse frame once per TTL or after a change, not on every rerun.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import streamlit as st
+
+from quota_core.audit import AuditLog
+from quota_core.backend import ClusterInfo, QuotaBackend, QuotaSet
+from quota_core.browse import quota_frame
+from quota_core.connect import open_backend
+from quota_core.errors import QuotaError
+from quota_core.impact import clients_from_entries
+
+from .settings import (AccessPolicy, ConnectionSpec, access_policy, audit_path, cache_ttl,
+                       connections, kafka_timeout)
+
+__all__ = ["Snapshot", "PageContext", "Registry", "LockedBackend", "registry", "sidebar",
+           "start_run", "context",
+           "secrets_dict", "connection_banner"]
+
+
+@dataclass
+class Snapshot:
+    """One describe of the whole set, with the Browse frame built from it."""
+
+    quotas: QuotaSet
+    frame: Any  # pandas.DataFrame
+    info: ClusterInfo
+    loaded_at: float
+    took_s: float
+
+    _clients: list | None = None
+
+    @property
+    def age_s(self) -> float:
+        return time.time() - self.loaded_at
+
+    def known_clients(self) -> list[tuple[str, str]]:
+        """The clients the entries name (computed once per snapshot: 100k entries ~0.5 s)."""
+        if self._clients is None:
+            self._clients = clients_from_entries(self.quotas)
+        return self._clients
+
+
+@dataclass
+class PageContext:
+    spec: ConnectionSpec | None
+    backend: QuotaBackend | None
+    snapshot: Snapshot | None
+    error: str | None
+    policy: AccessPolicy
+    operator: str | None
+    operator_from_header: bool
+    audit: AuditLog
+    all_specs: list[ConnectionSpec] = field(default_factory=list)
+
+    @property
+    def connected(self) -> bool:
+        return self.snapshot is not None
+
+    def may_edit(self) -> tuple[bool, str]:
+        return self.policy.may_edit(self.operator, self.operator_from_header)
+
+    def cluster_fields(self) -> dict[str, Any]:
+        """What the audit log records about the cluster."""
+        info = self.snapshot.info if self.snapshot else None
+        return {"kind": self.spec.kind if self.spec else None,
+                "label": self.spec.label if self.spec else None,
+                "location": self.spec.location if self.spec else None,
+                "cluster_id": info.cluster_id if info else None}
+
+
+class LockedBackend(QuotaBackend):
+    """One call at a time per connection: Streamlit serves every browser session from its
+    own thread, and a backend's connection is not promised to be thread-safe."""
+
+    def __init__(self, inner: QuotaBackend) -> None:
+        self.inner = inner
+        self._lock = threading.RLock()
+
+    def describe(self, entity_filter=None):
+        with self._lock:
+            return self.inner.describe(entity_filter)
+
+    def alter(self, alterations, validate_only=False):
+        with self._lock:
+            return self.inner.alter(alterations, validate_only=validate_only)
+
+    def info(self) -> ClusterInfo:
+        with self._lock:
+            return self.inner.info()
+
+    def close(self) -> None:
+        with self._lock:
+            self.inner.close()
+
+
+class Registry:
+    """Open backends and their latest snapshot, per connection key; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._backends: dict[str, QuotaBackend] = {}
+        self._snapshots: dict[str, Snapshot] = {}
+
+    def _key_lock(self, key: str) -> threading.Lock:
+        with self._lock:
+            return self._key_locks.setdefault(key, threading.Lock())
+
+    #: Seconds a Kafka connection may take to answer (QUOTA_KAFKA_TIMEOUT).
+    timeout_s: float | None = None
+
+    def backend(self, spec: ConnectionSpec) -> QuotaBackend:
+        with self._key_lock(spec.key):
+            backend = self._backends.get(spec.key)
+            if backend is None:
+                backend = LockedBackend(open_backend(
+                    sandbox=spec.sandbox_path, bootstrap_servers=spec.bootstrap_servers,
+                    command_config=spec.command_config,
+                    client_properties=dict(spec.properties) or None,
+                    timeout_s=self.timeout_s if spec.kind == "kafka" else None))
+                self._backends[spec.key] = backend
+            return backend
+
+    def snapshot(self, spec: ConnectionSpec, ttl: float) -> Snapshot:
+        backend = self.backend(spec)
+        with self._key_lock(spec.key):
+            snap = self._snapshots.get(spec.key)
+            if snap is not None and snap.age_s < ttl:
+                return snap
+            started = time.perf_counter()
+            quotas = backend.describe()
+            info = backend.info()
+            frame = quota_frame(quotas)
+            snap = Snapshot(quotas, frame, info, time.time(), time.perf_counter() - started)
+            self._snapshots[spec.key] = snap
+            return snap
+
+    def invalidate(self, spec: ConnectionSpec) -> None:
+        """Describe again on the next request (after a change, or Refresh)."""
+        with self._key_lock(spec.key):
+            self._snapshots.pop(spec.key, None)
+
+    def drop(self, spec: ConnectionSpec) -> None:
+        """Forget (and close) the backend: Retry opens a fresh connection."""
+        with self._key_lock(spec.key):
+            self._snapshots.pop(spec.key, None)
+            backend = self._backends.pop(spec.key, None)
+        if backend is not None:
+            try:
+                backend.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection is best effort
+                pass
+
+
+@st.cache_resource(show_spinner=False)
+def registry() -> Registry:
+    return Registry()
+
+
+def secrets_dict() -> dict[str, Any]:
+    """``st.secrets`` as a plain dict; {} when there is no secrets file."""
+    try:
+        return st.secrets.to_dict()
+    except Exception:  # noqa: BLE001 - no secrets.toml (or a broken one) means no secrets
+        return {}
+
+
+def _header(name: str) -> str | None:
+    try:
+        value = st.context.headers.get(name)
+    except Exception:  # noqa: BLE001 - no request context (tests, scripts)
+        return None
+    return value.strip() if value and value.strip() else None
+
+
+_CTX_KEY = "_quota_page_context"
+_FRESH_KEY = "_quota_page_context_fresh"
+
+
+def start_run() -> PageContext:
+    """What ``app.py`` calls first on every run: the sidebar, then the page's context."""
+    ctx = sidebar()
+    st.session_state[_FRESH_KEY] = True
+    return ctx
+
+
+def _under_apptest() -> bool:
+    # st.get_option does not see this hidden option; the config module does.
+    try:
+        from streamlit import config
+
+        return bool(config.get_option("global.appTest"))
+    except Exception:  # noqa: BLE001 - unknown option: not under AppTest
+        return False
+
+
+def _leave_old_multipage_mode() -> bool:
+    """Make Streamlit run ``app.py`` (and its st.navigation) from now on; True if done.
+
+    This is what ``st.navigation`` itself does (``PagesManager.uses_pages_directory =
+    False``); it only has not happened yet when the first request of the process asked for
+    a page other than the default one.
+    """
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # a Streamlit without it: render the page on its own
+        return False
+    PagesManager.uses_pages_directory = False
+    return True
+
+
+def context() -> PageContext:
+    """The context ``app.py`` built for this run.
+
+    Streamlit sometimes runs a page file without the entry script: because a folder named
+    ``pages/`` sits next to ``app.py``, a fresh server starts in Streamlit's old multipage
+    mode, and stays there if its first request opens a page other than the default one
+    (``AppTest`` does the same on every rerun). In a real session we switch to
+    ``st.navigation`` mode and rerun, so ``app.py`` draws the sidebar and the navigation;
+    under AppTest the page builds the sidebar and banner itself.
+    """
+    if st.session_state.pop(_FRESH_KEY, False) and _CTX_KEY in st.session_state:
+        return st.session_state[_CTX_KEY]
+    if not _under_apptest() and _leave_old_multipage_mode():
+        st.rerun()
+    try:
+        st.set_page_config(page_title="Quota console", page_icon=":material/speed:",
+                           layout="wide")
+    except Exception:  # noqa: BLE001 - already set in this run
+        pass
+    ctx = sidebar()
+    connection_banner(ctx)
+    return ctx
+
+
+def _describe_error(spec: ConnectionSpec, exc: Exception) -> str:
+    reason = str(exc) if isinstance(exc, QuotaError) else f"{type(exc).__name__}: {exc}"
+    return f"Cannot read quotas from {spec.label} ({spec.location}): {reason}"
+
+
+def sidebar() -> PageContext:
+    """Render the connection sidebar and build the page context."""
+    env, secrets = dict(os.environ), secrets_dict()
+    specs = connections(env, secrets)
+    policy = access_policy(env, secrets)
+    ttl = cache_ttl(env, secrets)
+    audit = AuditLog(audit_path(env, secrets))
+    reg = registry()
+    reg.timeout_s = kafka_timeout(env, secrets)
+    spec: ConnectionSpec | None = None
+    snapshot: Snapshot | None = None
+    backend: QuotaBackend | None = None
+    error: str | None = None
+    with st.sidebar:
+        st.markdown("#### Connection")
+        if not specs:
+            error = ("No cluster is configured. Start the console with `make run` (it starts a "
+                     "local broker), or set QUOTA_BOOTSTRAP_SERVERS / QUOTA_SANDBOX, or add a "
+                     "[kafka] section to .streamlit/secrets.toml.")
+            st.caption("Not connected.")
+        else:
+            if len(specs) > 1:
+                labels = [f"{s.label} — {s.location}" for s in specs]
+                idx = st.selectbox("Use", range(len(specs)), format_func=labels.__getitem__,
+                                   key="connection_choice")
+                spec = specs[idx or 0]
+            else:
+                spec = specs[0]
+            try:
+                backend = reg.backend(spec)
+                snapshot = reg.snapshot(spec, ttl)
+            except Exception as exc:  # noqa: BLE001 - shown as the banner, the app still loads
+                error = _describe_error(spec, exc)
+                reg.drop(spec)
+                backend = None
+            _connection_card(spec, snapshot)
+            c1, c2 = st.columns(2)
+            if c1.button("Refresh", key="refresh_snapshot", icon=":material/refresh:",
+                         help="Describe the quotas again now (otherwise every "
+                              f"{ttl:.0f} s, and after every change made here)."):
+                reg.invalidate(spec)
+                st.rerun()
+            if snapshot is not None:
+                c2.caption(f"described {snapshot.age_s:.0f} s ago in {snapshot.took_s:.2f} s")
+        operator, from_header = _operator(policy)
+    ctx = PageContext(spec, backend, snapshot, error, policy, operator, from_header, audit,
+                      specs)
+    st.session_state[_CTX_KEY] = ctx
+    return ctx
+
+
+def _connection_card(spec: ConnectionSpec, snapshot: Snapshot | None) -> None:
+    kind = {"kafka": "Kafka cluster", "sandbox": "Sandbox file"}.get(spec.kind, spec.kind)
+    lines = [f"**{spec.label}**", f"{kind} · `{spec.location}`"]
+    if snapshot is not None:
+        info = snapshot.info
+        brokers = "?" if info.broker_count is None else str(info.broker_count)
+        lines.append(f"cluster id `{info.cluster_id or '?'}` · {brokers} "
+                     f"broker{'s' if brokers != '1' else ''}")
+        lines.append(f"{len(snapshot.quotas):,} quota entries")
+        st.success("  \n".join(lines), icon=":material/link:")
+    else:
+        st.error("  \n".join(lines + ["**unreachable**"]), icon=":material/link_off:")
+    if spec.command_config:
+        st.caption(f"client properties from `{spec.command_config}`")
+    props = spec.public_properties()
+    if props:
+        with st.expander("Client properties"):
+            st.code("\n".join(f"{k}={v}" for k, v in props.items()), language="properties")
+
+
+def _operator(policy: AccessPolicy) -> tuple[str | None, bool]:
+    """Who is at the keyboard: the proxy's header if configured, else a typed name."""
+    if policy.read_only:
+        st.caption("Read-only console: editing is switched off.")
+        return None, False
+    if policy.user_header:
+        name = _header(policy.user_header)
+        if name:
+            st.caption(f"Signed in as **{name}** (from {policy.user_header}).")
+            return name, True
+    name = st.text_input("Your name (recorded in the audit log)", key="operator_name",
+                         placeholder="e.g. jdoe").strip()
+    return (name or None), False
+
+
+def connection_banner(ctx: PageContext) -> None:
+    """The banner above every page when the cluster cannot be read, with Retry."""
+    if ctx.error is None:
+        return
+    with st.container(border=True):
+        st.error(ctx.error, icon=":material/cloud_off:")
+        if ctx.spec is not None and st.button("Retry", key="retry_connection", type="primary",
+                                              icon=":material/refresh:"):
+            registry().drop(ctx.spec)
+            st.rerun()

@@ -1,0 +1,179 @@
+"""The dashboard's settings, from environment variables and ``.streamlit/secrets.toml``.
+
+Plain functions over a mapping of env vars and a plain dict of secrets, so they are tested
+without Streamlit. Environment variables win over secrets.
+
+==============================  ===================================  ==========================
+env var                         secrets.toml                         meaning
+==============================  ===================================  ==========================
+QUOTA_SANDBOX                   [sandbox] path                       a sandbox file to use
+QUOTA_BOOTSTRAP_SERVERS         [kafka] bootstrap_servers            a Kafka cluster
+QUOTA_COMMAND_CONFIG            [kafka] command_config               Java client properties file
+\u2014                               [kafka.properties]                   client properties inline
+QUOTA_CONNECTION_LABEL          [kafka] label                        how the sidebar names it
+QUOTA_READ_ONLY=1               [access] read_only = true            hide all editing
+QUOTA_EDITORS=alice,bob         [access] editors = [...]             who may edit (else anyone)
+QUOTA_USER_HEADER               [access] user_header                 header carrying the user
+QUOTA_AUDIT_LOG                 [audit] path                         the JSON-lines audit log
+QUOTA_CACHE_TTL                 [cache] ttl_seconds                  re-describe after (default 60)
+QUOTA_KAFKA_TIMEOUT             [kafka] timeout_seconds              wait for a broker (default 10)
+==============================  ===================================  ==========================
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+__all__ = ["ConnectionSpec", "AccessPolicy", "connections", "access_policy", "audit_path",
+           "cache_ttl", "kafka_timeout", "redact", "REPO_ROOT"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_SECRET_WORDS = ("password", "secret", "jaas", "token", "credential", "private")
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def redact(key: str, value: str) -> str:
+    """Client properties as the sidebar may show them: secrets replaced by dots."""
+    k = key.lower()
+    secret = any(w in k for w in _SECRET_WORDS) or k.endswith(".key")  # ssl.keystore.key (PEM)
+    return "••••••" if secret else value
+
+
+@dataclass(frozen=True)
+class ConnectionSpec:
+    """Where the quotas live. ``key`` identifies it (including credentials, hashed)."""
+
+    kind: str                      # "kafka" or "sandbox"
+    label: str
+    source: str                    # "env" or "secrets"
+    bootstrap_servers: str | None = None
+    command_config: str | None = None
+    properties: tuple[tuple[str, str], ...] = ()
+    sandbox_path: str | None = None
+
+    @property
+    def key(self) -> str:
+        raw = json.dumps([self.kind, self.bootstrap_servers, self.command_config,
+                          list(self.properties), self.sandbox_path])
+        return f"{self.kind}:{hashlib.sha256(raw.encode()).hexdigest()[:16]}"
+
+    @property
+    def location(self) -> str:
+        return self.sandbox_path if self.kind == "sandbox" else (self.bootstrap_servers or "")
+
+    def public_properties(self) -> dict[str, str]:
+        """The client properties with secret values hidden: safe to display."""
+        return {k: redact(k, v) for k, v in self.properties}
+
+    def __repr__(self) -> str:  # never shows passwords, even in tracebacks
+        return (f"ConnectionSpec(kind={self.kind!r}, label={self.label!r}, "
+                f"location={self.location!r}, properties={self.public_properties()!r})")
+
+
+def _section(secrets: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = secrets.get(name) if secrets else None
+    return value if isinstance(value, Mapping) else {}
+
+
+def connections(env: Mapping[str, str], secrets: Mapping[str, Any]) -> list[ConnectionSpec]:
+    """Every configured connection, the one to use first: env sandbox, env cluster,
+    secrets cluster, secrets sandbox."""
+    out: list[ConnectionSpec] = []
+    if env.get("QUOTA_SANDBOX"):
+        out.append(ConnectionSpec("sandbox", env.get("QUOTA_CONNECTION_LABEL") or "Sandbox file",
+                                  "env", sandbox_path=str(Path(env["QUOTA_SANDBOX"]).resolve())))
+    if env.get("QUOTA_BOOTSTRAP_SERVERS"):
+        out.append(ConnectionSpec(
+            "kafka", env.get("QUOTA_CONNECTION_LABEL") or "Kafka cluster (environment)", "env",
+            bootstrap_servers=env["QUOTA_BOOTSTRAP_SERVERS"].strip(),
+            command_config=env.get("QUOTA_COMMAND_CONFIG") or None))
+    kafka = _section(secrets, "kafka")
+    if kafka.get("bootstrap_servers"):
+        props = kafka.get("properties")
+        props = props if isinstance(props, Mapping) else {}
+        out.append(ConnectionSpec(
+            "kafka", str(kafka.get("label") or "Kafka cluster (secrets.toml)"), "secrets",
+            bootstrap_servers=str(kafka["bootstrap_servers"]).strip(),
+            command_config=str(kafka["command_config"]) if kafka.get("command_config") else None,
+            properties=tuple(sorted((str(k), str(v)) for k, v in props.items()))))
+    sandbox = _section(secrets, "sandbox")
+    if sandbox.get("path"):
+        out.append(ConnectionSpec("sandbox", str(sandbox.get("label") or "Sandbox file"),
+                                  "secrets", sandbox_path=str(Path(sandbox["path"]).resolve())))
+    return out
+
+
+@dataclass(frozen=True)
+class AccessPolicy:
+    """Who may edit. ``editors`` None: anyone who gives a name; read_only: nobody."""
+
+    read_only: bool = False
+    editors: frozenset[str] | None = None
+    #: A request header set by an authenticating proxy (e.g. X-Forwarded-User).
+    user_header: str | None = None
+
+    @property
+    def editing_enabled(self) -> bool:
+        return not self.read_only
+
+    def may_edit(self, name: str | None, from_header: bool) -> tuple[bool, str]:
+        """``(allowed, why-not)`` for the operator ``name``."""
+        if self.read_only:
+            return False, "This console is read-only (QUOTA_READ_ONLY / [access] read_only)."
+        if not name:
+            if self.user_header:
+                return False, (f"No user name arrived in the {self.user_header} header: open "
+                               f"the console through the proxy that sets it.")
+            return False, "Type your name in the sidebar: every change is recorded with it."
+        if self.editors is not None:
+            if self.user_header and not from_header:
+                return False, (f"Editors are identified by the {self.user_header} header, "
+                               f"which this request did not carry.")
+            if name not in self.editors:
+                return False, (f"{name!r} is not in the editors list ([access] editors / "
+                               f"QUOTA_EDITORS). Ask an admin to add you.")
+        return True, ""
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in _TRUE
+
+
+def access_policy(env: Mapping[str, str], secrets: Mapping[str, Any]) -> AccessPolicy:
+    access = _section(secrets, "access")
+    read_only = _flag(env["QUOTA_READ_ONLY"]) if env.get("QUOTA_READ_ONLY") else \
+        _flag(access.get("read_only", False))
+    editors: frozenset[str] | None = None
+    if env.get("QUOTA_EDITORS"):
+        editors = frozenset(n.strip() for n in env["QUOTA_EDITORS"].split(",") if n.strip())
+    elif isinstance(access.get("editors"), (list, tuple)):
+        editors = frozenset(str(n) for n in access["editors"])
+    header = env.get("QUOTA_USER_HEADER") or access.get("user_header") or None
+    return AccessPolicy(read_only, editors, str(header) if header else None)
+
+
+def audit_path(env: Mapping[str, str], secrets: Mapping[str, Any]) -> Path:
+    path = env.get("QUOTA_AUDIT_LOG") or _section(secrets, "audit").get("path")
+    return Path(path) if path else REPO_ROOT / ".cache" / "audit" / "quota-audit.jsonl"
+
+
+def cache_ttl(env: Mapping[str, str], secrets: Mapping[str, Any]) -> float:
+    raw = env.get("QUOTA_CACHE_TTL") or _section(secrets, "cache").get("ttl_seconds") or 60
+    try:
+        return max(float(raw), 0.0)
+    except (TypeError, ValueError):
+        return 60.0
+
+
+def kafka_timeout(env: Mapping[str, str], secrets: Mapping[str, Any]) -> float:
+    raw = env.get("QUOTA_KAFKA_TIMEOUT") or _section(secrets, "kafka").get("timeout_seconds") or 10
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return 10.0
+    return value if value > 0 else 10.0
