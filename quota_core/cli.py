@@ -40,6 +40,21 @@ class UsageError(Exception):
     """Wrong flags: exit 2 with the usage line."""
 
 
+class _AppendValue(argparse.Action):
+    """``action="append"`` that keeps a value of exactly ``--``.
+
+    Python 3.11's argparse drops ``--`` from an option's value (``--client-id=--`` arrives
+    as an empty list); names are opaque, so ``--`` is a name like any other.
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+        if isinstance(values, list) and not values:
+            values = "--"
+        items = list(getattr(namespace, self.dest, None) or [])
+        items.append(values)
+        setattr(namespace, self.dest, items)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="Describe, resolve and alter Kafka client quotas.",
@@ -65,22 +80,22 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                        help="give up on an unreachable cluster after this long (default 10)")
     ent = p.add_argument_group("entity")
-    ent.add_argument("--names", action="append", default=[], metavar="TYPE=NAME,...",
+    ent.add_argument("--names", action=_AppendValue, default=[], metavar="TYPE=NAME,...",
                      help="type=name pairs; escape , = \\ in names as \\, \\= \\\\")
-    ent.add_argument("--defaults", action="append", default=[], metavar="TYPE,...",
+    ent.add_argument("--defaults", action=_AppendValue, default=[], metavar="TYPE,...",
                      help="entity types that take the default entity, e.g. user,client-id")
-    ent.add_argument("--user", action="append", default=[], metavar="NAME",
+    ent.add_argument("--user", action=_AppendValue, default=[], metavar="NAME",
                      help="a user name, taken as is (repeat for several)")
-    ent.add_argument("--client-id", action="append", default=[], metavar="NAME",
+    ent.add_argument("--client-id", action=_AppendValue, default=[], metavar="NAME",
                      help="a client id, taken as is (repeat for several)")
-    ent.add_argument("--ip", action="append", default=[], metavar="NAME",
+    ent.add_argument("--ip", action=_AppendValue, default=[], metavar="NAME",
                      help="an ip address, taken as is (repeat for several)")
     ent.add_argument("--strict", action="store_true",
                      help="describe: only entities with exactly the given types")
     alt = p.add_argument_group("alter")
-    alt.add_argument("--add", action="append", default=[], metavar="KEY=VALUE,...",
+    alt.add_argument("--add", action=_AppendValue, default=[], metavar="KEY=VALUE,...",
                      help="keys to set; byte rates take units: 10MB, 1.5MiB")
-    alt.add_argument("--delete", action="append", default=[], metavar="KEY,...",
+    alt.add_argument("--delete", action=_AppendValue, default=[], metavar="KEY,...",
                      help="keys to remove")
     alt.add_argument("--validate-only", action="store_true",
                      help="check the alteration with the backend, change nothing")

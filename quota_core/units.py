@@ -54,8 +54,9 @@ def format_bytes(value: float) -> str:
     """``1048576`` → ``1 MiB``, ``1500000`` → ``1.5 MB``; exact values below 1 kB stay bytes."""
     if math.isnan(value) or math.isinf(value):
         return format_value(value)
+    # A binary unit only where it reads exactly (1 MiB, 1.5 MiB), else decimal (1.95 MB).
     for size, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if value >= size and (value / size * 100).is_integer():
+        if size <= value < 1024 * size and (value / size * 100).is_integer():
             return f"{_short(value / size)} {unit}"
     for size, unit in ((10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "kB")):
         if value >= size:
@@ -64,7 +65,10 @@ def format_bytes(value: float) -> str:
 
 
 def _short(x: float) -> str:
-    return f"{x:.3g}" if not float(x).is_integer() else str(int(x))
+    """Three significant digits, never in exponent form: 1.95, 19.5, 195, 2252."""
+    if float(x).is_integer():
+        return str(int(x))
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
 
 
 def format_quota(key: str, value: float | None) -> str:

@@ -15,7 +15,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import example, HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quota_core import CLIENT_KEYS, Entity, desanitize, sanitize
@@ -477,6 +477,7 @@ SETTINGS = settings(max_examples=60, deadline=None,
 
 @SETTINGS
 @given(user=NAMES, client_id=NAMES)
+@example(user=",", client_id="--")  # argparse in 3.11 drops a "--" value: found by hypothesis
 def test_names_round_trip_through_names_flag_and_both_outputs(user, client_id):
     assert desanitize(sanitize(user)) == user
     with tempfile.TemporaryDirectory() as folder:

@@ -58,6 +58,8 @@ def test_parse_byte_rate_rejects(text):
 
 
 @pytest.mark.parametrize("value, text", [
-    (1048576, "1 MiB"), (1_500_000, "1.5 MB"), (512, "512 B"), (100 * 1024, "100 KiB")])
+    (1048576, "1 MiB"), (1_500_000, "1.5 MB"), (512, "512 B"), (100 * 1024, "100 KiB"),
+    (20_000_000, "20 MB"), (1536 * 1024, "1.5 MiB"), (2**40 * 2048, "2252 TB"),
+    (19_531_250 * 1024, "20 GB")])
 def test_format_bytes(value, text):
     assert format_bytes(value) == text
