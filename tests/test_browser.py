@@ -60,6 +60,17 @@ def _make_exactly(backend, target: dict) -> None:
         time.sleep(0.2)
 
 
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Stop the app's whole process group: TERM, then KILL if it lingers."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
 @pytest.fixture
 def backend_env(request, tmp_path):
     """Env vars that point the app at a seeded backend, and what it is."""
@@ -118,13 +129,7 @@ def app_url(backend_env, tmp_path):
             time.sleep(0.3)
         yield url
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
+        _stop_group(proc)
         log.close()
 
 
@@ -292,10 +297,4 @@ def test_unreachable_cluster_banner(page, tmp_path):
         settle(page)
         expect(page.get_by_text("No changes have been applied from this console yet.")).to_be_visible()
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
+        _stop_group(proc)
