@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -90,14 +91,19 @@ def main(argv: list[str] | None = None) -> int:
         elif (where := configured_cluster(env, REPO / ".streamlit" / "secrets.toml")):
             say(f"using the configured cluster ({where})")
         else:
-            import localkafka
-
-            localkafka.ensure_jars()
-            kwargs = {"directory": args.broker_dir} if args.broker_dir else {}
-            bootstrap, started = localkafka.ensure_running(progress=say, **kwargs)
+            # A separate `localkafka up` process starts the broker and exits, so the broker is
+            # nobody's child here: streamlit (exec'd below) would never reap it when it stops.
+            up = [sys.executable, "-m", "localkafka", "up"]
+            if args.broker_dir:
+                up += ["--dir", str(args.broker_dir)]
+            done = subprocess.run(up, stdout=subprocess.PIPE, text=True, cwd=REPO)
+            if done.returncode != 0 or not done.stdout.strip():
+                raise SystemExit(f"run_dashboard: could not start the local broker "
+                                 f"({' '.join(up[1:])} exited {done.returncode}; see above)")
+            bootstrap = done.stdout.strip().splitlines()[-1]
             stop = (f"python -m localkafka down --dir {args.broker_dir}" if args.broker_dir
                     else "make kafka-down")
-            say(f"{'started' if started else 'reusing'} the local broker on {bootstrap} "
+            say(f"local broker on {bootstrap} "
                 f"(stop it with: {stop})")
             env["QUOTA_BOOTSTRAP_SERVERS"] = bootstrap
             env.setdefault("QUOTA_CONNECTION_LABEL", LOCAL_LABEL)
