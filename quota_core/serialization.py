@@ -55,7 +55,15 @@ def from_document(doc: Any, source: str = "the document") -> QuotaSet:
             if isinstance(value, str) and value in NON_FINITE:
                 value = NON_FINITE[value]
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ParseError(f"{where}: {key}={value!r} is not a number.")
+                hint = ""
+                if isinstance(value, str):
+                    try:
+                        float(value)
+                        hint = (" (YAML reads 1e6 as text, and quotes make any number text: "
+                                "write 1000000 or 1.0e+6.)")
+                    except ValueError:
+                        pass
+                raise ParseError(f"{where}: {key}={value!r} is not a number.{hint}")
             quotas[str(key)] = float(value)
         out[entity] = quotas
     return out

@@ -237,3 +237,12 @@ def test_non_finite_values_stay_strict_json(tmp_path):
     again = loads(out.getvalue())
     assert math.isnan(again[Entity.of(user="n")]["request_percentage"])
     assert again[Entity.of(user="n")]["controller_mutation_rate"] == math.inf
+
+
+def test_yaml_exponent_without_a_dot_gets_a_hint():
+    text = "entries:\n- entity: {user: a}\n  quotas: {producer_byte_rate: 1e6}\n"
+    with pytest.raises(ParseError) as info:
+        loads(text, "yaml")
+    assert str(info.value) == (
+        "the document, entry 1: producer_byte_rate='1e6' is not a number. (YAML reads 1e6 as "
+        "text, and quotes make any number text: write 1000000 or 1.0e+6.)")
