@@ -4,6 +4,7 @@ Pure logic over plain values; the backends (sandbox store, Kafka cluster) sit be
 :class:`QuotaBackend`. Nothing here imports Streamlit or Spark, and the Kafka client is only
 imported by :mod:`quota_core.kafka_backend` when it is used.
 """
+from .backend import ClusterInfo, QuotaBackend, QuotaSet, checked_alter
 from .alterations import AlterOutcome, Alteration, EntityResult, Op, apply_ops, diff_alteration
 from .entities import (CLIENT_ID, DEFAULT_TEXT, ENTITY_TYPES, IP, USER, Entity, desanitize,
                        sanitize)
@@ -21,6 +22,8 @@ from .units import format_bytes, format_quota, parse_byte_rate, parse_quota_valu
 from .validation import alteration_problems, broker_rejection, validate_alterations
 
 __all__ = [
+    "BulkResolution", "ClusterInfo", "QuotaBackend", "QuotaSet", "SandboxBackend",
+    "bulk_resolve", "checked_alter", "open_backend",
     "ANONYMOUS", "AlterOutcome", "Alteration", "AlterationError", "AuthenticationFailed",
     "BackendError", "Bucket", "CLIENT_ID", "CLIENT_KEYS", "Client", "ConcurrentChange",
     "ConfigError", "ConnectionFailed", "DEFAULT_TEXT", "ENTITY_TYPES", "Entity", "EntityError",
@@ -33,3 +36,20 @@ __all__ = [
     "keys_for", "parse_byte_rate", "parse_quota_value", "rate_window_ms", "resolve",
     "resolve_ip", "resolve_values", "sanitize", "throttle_time_ms", "validate_alterations",
 ]
+
+
+# Imported on first use: the CLI's start-up time is most of a describe round trip.
+_LAZY = {"SandboxBackend": ".sandbox", "bulk_resolve": ".bulk", "BulkResolution": ".bulk",
+         "open_backend": ".connect"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module 'quota_core' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
