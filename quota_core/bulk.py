@@ -171,6 +171,27 @@ def bulk_resolve(quotas: Mapping[Entity, Mapping[str, float]],
                 sub_val[present] = cand[present]
                 sub_lvl[present] = 1
                 result[:, hit], level[:, hit] = sub_val, sub_lvl
+    # An empty client id (or user) narrows the ladder as in resolution.active_levels: only
+    # {user=U}, {user=<default>} (or only the client-id rungs; or nothing when both are empty).
+    empty_user = uniq_users.index("") if "" in uniq_users else -1
+    empty_client = uniq_clients.index("") if "" in uniq_clients else -1
+    if empty_user >= 0 or empty_client >= 0:
+        no_user, no_client = ucodes == empty_user, ccodes == empty_client
+        narrowed = [
+            (no_client & ~no_user, ucodes, [(per_name(by_user, user_index), 3),
+                                            (np.broadcast_to(rows([scalar.get(6, {})])[0],
+                                                             (len(user_index), nk)), 6)]),
+            (no_user & ~no_client, ccodes, [(per_name(by_client, client_index), 7),
+                                            (np.broadcast_to(rows([scalar.get(8, {})])[0],
+                                                             (len(client_index), nk)), 8)]),
+        ]
+        for mask, codes, candidates in narrowed:
+            where = np.flatnonzero(mask)
+            if len(where):
+                val, lvl = first(candidates)
+                result[:, where] = np.take(tr(val.T), codes[where], axis=1)
+                level[:, where] = np.take(tr(lvl.T), codes[where], axis=1)
+        level[:, np.flatnonzero(no_user & no_client)] = 0
     result[level == 0] = np.nan
     values = {key: result[i] for i, key in enumerate(keys)}
     levels = {key: level[i] for i, key in enumerate(keys)}

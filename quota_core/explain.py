@@ -20,8 +20,16 @@ def explain_key(resolution: Resolution, key: str) -> str:
                 f"on each broker, {how} {r.source}.")
     user, cid = client.user, client.client_id
     if r.unlimited:
+        skipped = [s.level for s in resolution.ladder if not s.applies and key in s.quotas]
+        why = ""
+        if skipped:
+            where = (f"Level {skipped[0]} sets it" if len(skipped) == 1 else
+                     f"Levels {', '.join(map(str, skipped[:-1]))} and {skipped[-1]} set it")
+            why = (f" {where}, but Kafka never applies "
+                   f"{'that level' if len(skipped) == 1 else 'those levels'} to an empty "
+                   f"{'client id' if not cid else 'user'}.")
         return (f"No entry on the ladder sets {key} for user {user!r} with client id {cid!r}: "
-                f"unlimited.")
+                f"unlimited.{why}")
     amount = f"{format_quota(key, r.value)} on each broker"
     tags = dict(r.bucket.tags)
     if r.bucket.kind == "user":

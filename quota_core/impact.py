@@ -7,10 +7,10 @@ calls :func:`ensure_unchanged`, which raises :class:`~quota_core.errors.Concurre
 someone else changed the entity since the form was loaded.
 
 Known clients are ``(user, client_id)`` pairs. :func:`clients_from_entries` derives them from
-the entries themselves; the empty string stands for "any other": ``("alice", "")`` is alice
-with a client id that has no entry of its own, ``("", "reports")`` any user without entries of
-their own running client id ``reports`` (no entity can name the empty string, so it never
-matches a named rung). :func:`parse_clients_csv` reads an uploaded ``user,client_id`` list,
+the entries themselves; :data:`ANY_OTHER` stands for "any other": ``("alice", ANY_OTHER)`` is
+alice with a client id that has no entry of its own, ``(ANY_OTHER, "reports")`` any user
+without entries of their own running client id ``reports``. (Not the empty string: Kafka
+treats an empty client id or user specially and skips most of the ladder for it.) :func:`parse_clients_csv` reads an uploaded ``user,client_id`` list,
 where an empty user is an unauthenticated client (ANONYMOUS).
 """
 from __future__ import annotations
@@ -116,16 +116,20 @@ def apply_alteration(quotas: QuotaSet, alteration: Alteration) -> dict[Entity, M
 
 
 # --------------------------------------------------------------------------- known clients
+#: A name no entry uses, standing for "a user / client id without entries of its own".
+ANY_OTHER = "\x00any other"
+
+
 def client_label(user: str, client_id: str) -> str:
-    """``alice · checkout-api``; the empty string reads "any other"."""
-    u = user if user else "any other user"
-    c = client_id if client_id else "any other client id"
+    """``alice · checkout-api``; :data:`ANY_OTHER` reads "any other"."""
+    u = "any other user" if user == ANY_OTHER else (user or "(empty user)")
+    c = "any other client id" if client_id == ANY_OTHER else (client_id or "(empty client id)")
     return f"{u} · {c}"
 
 
 def clients_from_entries(quotas: QuotaSet) -> list[tuple[str, str]]:
     """Clients the entries name: every ``{user=U, client-id=C}`` pair, each named user with
-    any other client id, each named client id with any other user, and ``("", "")``."""
+    any other client id, each named client id with any other user, and any other pair."""
     seen: dict[tuple[str, str], None] = {}
     for entity in quotas:
         if entity.is_ip:
@@ -135,10 +139,10 @@ def clients_from_entries(quotas: QuotaSet) -> list[tuple[str, str]]:
         if u is not None and c is not None:
             seen[(u, c)] = None
         if u is not None:
-            seen[(u, "")] = None
+            seen[(u, ANY_OTHER)] = None
         if c is not None:
-            seen[("", c)] = None
-    seen[("", "")] = None
+            seen[(ANY_OTHER, c)] = None
+    seen[(ANY_OTHER, ANY_OTHER)] = None
     return list(seen)
 
 

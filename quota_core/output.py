@@ -46,7 +46,8 @@ def resolution_to_json(r: Resolution) -> dict:
                    for k, kr in sorted(r.keys.items())},
         "ladder": [{"level": s.level, "pattern": s.pattern, "entity": s.entity.as_dict(),
                     "quotas": {k: _num(v) for k, v in sorted(s.quotas.items())},
-                    "wins": list(s.wins), "shadowed": list(s.shadowed)} for s in r.ladder],
+                    "wins": list(s.wins), "shadowed": list(s.shadowed), "applies": s.applies}
+                   for s in r.ladder],
         "bucket": {k: kr.bucket.as_dict() for k, kr in sorted(r.keys.items())},
     }
 

@@ -18,6 +18,11 @@ rung  entity                                      bucket: one per
 ====  ==========================================  ===============================
 
 No rung → unlimited. For ip: {ip=X}, then {ip=<default>}.
+
+An empty client id (or user) narrows the ladder: Kafka's ``findQuota`` consults the
+(user, client-id) rungs only when both are non-empty. With an empty client id only rungs 3 and
+6 apply (an entry at 2, 5 or 8 never limits it); with an empty user only 7 and 8; with both
+empty, nothing (ClientQuotaManager.DefaultQuotaCallback, checked on a 4.3 broker).
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ __all__ = [
     "LadderStep",
     "Resolution",
     "ladder_entities",
+    "active_levels",
     "resolve",
     "resolve_ip",
     "resolve_values",
@@ -115,8 +121,10 @@ class Client:
             notes.append("No user was given, so this is an unauthenticated client: its user "
                          "principal is ANONYMOUS.")
         if self.client_id_assumed:
-            notes.append("No client id was given, so the empty client id is assumed (a client "
-                         "that sets no client.id).")
+            notes.append("No client id was given, so an empty client id is assumed. Kafka then "
+                         "applies only {user=U} and {user=<default>}; real clients always send "
+                         "one (Java: producer-1 / consumer-<group>-1, librdkafka: rdkafka), so "
+                         "give --client-id to resolve a real client.")
         return notes
 
     def as_dict(self) -> dict[str, str]:
@@ -174,6 +182,8 @@ class LadderStep:
     wins: tuple[str, ...]
     #: Keys configured here but decided by a higher rung.
     shadowed: tuple[str, ...]
+    #: False when Kafka never consults this rung for the client (an empty client id or user).
+    applies: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +195,17 @@ class Resolution:
     def effective(self) -> dict[str, float]:
         """Only the limited keys: ``{key: value}``."""
         return {k: r.value for k, r in self.keys.items() if r.value is not None}
+
+
+def active_levels(user: str, client_id: str) -> frozenset[int]:
+    """The rungs Kafka consults for this client: all eight only when both names are non-empty."""
+    if user and client_id:
+        return frozenset(range(1, 9))
+    if user:
+        return frozenset({3, 6})
+    if client_id:
+        return frozenset({7, 8})
+    return frozenset()
 
 
 def ladder_entities(user: str, client_id: str) -> list[tuple[Rung, Entity]]:
@@ -210,10 +231,11 @@ def resolve(quotas: Mapping[Entity, Mapping[str, float]], user: str | None = Non
     u, c = client.user, client.client_id
     rungs = ladder_entities(u, c)  # type: ignore[arg-type]
     held = [quotas.get(entity) or {} for _, entity in rungs]
+    active = active_levels(u, c)  # type: ignore[arg-type]
     results: dict[str, KeyResolution] = {}
     for key in keys:
         for (rung, entity), q in zip(rungs, held):
-            if key in q:
+            if rung.level in active and key in q:
                 results[key] = KeyResolution(key, q[key], rung.level, entity,
                                              _bucket(rung.bucket, u, c))  # type: ignore[arg-type]
                 break
@@ -222,8 +244,10 @@ def resolve(quotas: Mapping[Entity, Mapping[str, float]], user: str | None = Non
     steps = []
     for (rung, entity), q in zip(rungs, held):
         wins = tuple(k for k in keys if results[k].level == rung.level)
-        shadowed = tuple(k for k in sorted(q) if k in keys and k not in wins)
-        steps.append(LadderStep(rung.level, rung.pattern, entity, dict(q), wins, shadowed))
+        applies = rung.level in active
+        shadowed = tuple(k for k in sorted(q) if k in keys and k not in wins) if applies else ()
+        steps.append(LadderStep(rung.level, rung.pattern, entity, dict(q), wins, shadowed,
+                                applies))
     return Resolution(client, results, tuple(steps))
 
 
@@ -256,11 +280,12 @@ def resolve_values(quotas: Mapping[Entity, Mapping[str, float]], user: str | Non
     u = ANONYMOUS if user is None else user
     c = "" if client_id is None else client_id
     held = [quotas.get(e) for _, e in ladder_entities(u, c)]
+    active = active_levels(u, c)
     out: dict[str, tuple[float, int] | None] = {}
     for key in keys:
         out[key] = None
         for level, q in enumerate(held, start=1):
-            if q and key in q:
+            if level in active and q and key in q:
                 out[key] = (q[key], level)
                 break
     return out

@@ -202,7 +202,12 @@ def test_resolve_assumptions_for_an_anonymous_client(sandbox):
     at = run_app()
     warnings = " ".join(texts(at.warning))
     assert "ANONYMOUS" in warnings and "empty client id" in warnings
-    assert winners(texts(at.html)[0])["request_percentage"] == 5
+    # An empty client id: Kafka consults only levels 3 and 6, so {user=<default>,
+    # client-id=<default>} (request_percentage 25) is not applied, and it says so.
+    html = texts(at.html)[0]
+    assert winners(html) == {"producer_byte_rate": 6, "consumer_byte_rate": 6,
+                             "controller_mutation_rate": 6}
+    assert 'class="qc-skipped" data-key="request_percentage"' in html
 
 
 def test_resolve_updates_the_url(sandbox):

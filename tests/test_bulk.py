@@ -99,8 +99,9 @@ FULL = {
     # A user literally named <default> is a name: rung 3 for it, not the default rungs' names.
     ("<default>", "web", {"producer_byte_rate": 8, "consumer_byte_rate": None,
                           "request_percentage": 5, "controller_mutation_rate": 3}),
-    (None, None, {"producer_byte_rate": 8, "consumer_byte_rate": None,
-                  "request_percentage": 5, "controller_mutation_rate": 6}),
+    # ANONYMOUS with the empty client id: Kafka consults only rungs 3 and 6.
+    (None, None, {"producer_byte_rate": None, "consumer_byte_rate": None,
+                  "request_percentage": None, "controller_mutation_rate": 6}),
 ])
 def test_bulk_table(user, client_id, expected):
     result = bulk_resolve(FULL, [user], [client_id])
@@ -120,7 +121,8 @@ def test_only_client_rungs_and_no_quotas():
               E(client_id=None): {"producer_byte_rate": 8.0}}
     pairs = [("u", "app"), ("u", "other"), (None, None), ("u", "")]
     result = bulk_resolve(quotas, [u for u, _ in pairs], [c for _, c in pairs])
-    assert result.levels["producer_byte_rate"].tolist() == [7, 8, 8, 8]
+    # An empty client id never reaches the client-id rungs.
+    assert result.levels["producer_byte_rate"].tolist() == [7, 8, 0, 0]
     assert result.levels["consumer_byte_rate"].tolist() == [0, 0, 0, 0]
     assert_agrees(quotas, pairs, result)
     empty = bulk_resolve({}, ["a", None], ["b", None])
@@ -140,9 +142,9 @@ def test_nan_valued_quotas_keep_their_level():
     assert result.levels["producer_byte_rate"].tolist() == [3, 5, 3, 5]
     assert np.isnan(result.values["producer_byte_rate"][[0, 2]]).all()
     assert result.values["producer_byte_rate"][1] == 5.0
-    assert result.levels["consumer_byte_rate"].tolist() == [5, 5, 5, 5]
+    assert result.levels["consumer_byte_rate"].tolist() == [5, 5, 0, 5]  # ("alice", ""): 3/6 only
     assert result.levels["request_percentage"].tolist() == [1, 0, 0, 0]
-    assert result.levels["controller_mutation_rate"].tolist() == [8, 8, 8, 8]
+    assert result.levels["controller_mutation_rate"].tolist() == [8, 8, 0, 8]
     assert_agrees(quotas, pairs, result)
 
 

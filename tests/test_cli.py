@@ -213,7 +213,7 @@ def test_resolve_json_schema(store):
     assert doc["ladder"][2] == {
         "level": 3, "pattern": "{user=U}", "entity": {"user": "alice"},
         "quotas": {"producer_byte_rate": 3000000, "request_percentage": 25},
-        "wins": ["request_percentage"], "shadowed": ["producer_byte_rate"]}
+        "wins": ["request_percentage"], "shadowed": ["producer_byte_rate"], "applies": True}
     assert set(doc["bucket"]) == set(CLIENT_KEYS)
     assert doc["bucket"]["request_percentage"]["kind"] == "user"
     assert doc["bucket"]["request_percentage"]["tags"] == {"user": "alice", "client-id": ""}
@@ -239,8 +239,9 @@ def test_resolve_without_client_id_uses_the_empty_client_id(store):
     doc = json.loads(out)
     assert code == 0 and doc["entity"] == {"user": "bob", "client-id": ""}
     assert "empty client id" in doc["assumptions"][0]
-    # {client-id=<default>} covers the empty client id too.
-    assert doc["quotas"]["producer_byte_rate"]["level"] == 8
+    # Kafka never applies {client-id=<default>} to an empty client id (only rungs 3 and 6).
+    assert doc["quotas"]["producer_byte_rate"]["level"] is None
+    assert [step["level"] for step in doc["ladder"] if step["applies"]] == [3, 6]
 
 
 def test_resolve_json_several_clients_is_a_list(store):

@@ -6,7 +6,7 @@ import pytest
 from quota_core import Alteration, Entity, Op
 from quota_core.demo import demo_quotas
 from quota_core.errors import ConcurrentChange, ParseError
-from quota_core.impact import (KeyChange, apply_alteration, client_impact, client_label,
+from quota_core.impact import (ANY_OTHER, KeyChange, apply_alteration, client_impact, client_label,
                                clients_from_entries, could_affect, ensure_unchanged,
                                entity_diff, ip_impact, parse_clients_csv)
 from quota_core.keys import CLIENT_KEYS
@@ -53,18 +53,19 @@ def test_apply_alteration_copies_and_removes_empty_entities():
 def test_clients_from_entries():
     clients = clients_from_entries(demo_quotas())
     assert ("alice", "checkout-api") in clients       # named pair
-    assert ("alice", "") in clients                   # alice, any other client id
-    assert ("", "reports") in clients                 # any other user, client id reports
-    assert ("<default>", "") in clients               # the literal name is a name
-    assert ("", "") in clients
+    assert ("alice", ANY_OTHER) in clients            # alice, any other client id
+    assert (ANY_OTHER, "reports") in clients          # any other user, client id reports
+    assert ("<default>", ANY_OTHER) in clients        # the literal name is a name
+    assert (ANY_OTHER, ANY_OTHER) in clients
     assert len(clients) == len(set(clients))
     assert not any(c == "10.0.0.12" or u == "10.0.0.12" for u, c in clients)
 
 
 @pytest.mark.parametrize("user, client_id, label", [
     ("alice", "app", "alice · app"),
-    ("", "app", "any other user · app"),
-    ("alice", "", "alice · any other client id"),
+    (ANY_OTHER, "app", "any other user · app"),
+    ("alice", ANY_OTHER, "alice · any other client id"),
+    ("alice", "", "alice · (empty client id)"),
 ])
 def test_client_label(user, client_id, label):
     assert client_label(user, client_id) == label
@@ -198,5 +199,5 @@ def test_client_impact_scales():
                             [alteration.entity])
     assert time.perf_counter() - started < 20  # ~4 s here: 300k clients, 200k changes
     # Everyone but the named pairs resolves through {user=<default>}: each user with any
-    # other client id (u_i, ""), any other user with each client id ("", c_i), and ("", "").
+    # other client id, any other user with each client id, and any other pair.
     assert len(changes) == 100_000 + 100_000 + 1

@@ -52,8 +52,16 @@ U_C, U, C = "user+client-id", "user", "client-id"
         # No user: an unauthenticated client is ANONYMOUS, which the default user covers.
         (QUOTAS, None, "other", "producer_byte_rate", 5.0, 5, E(user=None, client_id=None), U_C),
         (ONLY_DEFAULT_USER, None, None, "consumer_byte_rate", 6.0, 6, E(user=None), U),
-        # No client id: the empty client id, which the default client id covers.
-        (ONLY_CLIENT_IDS, "bob", None, "producer_byte_rate", 8.0, 8, E(client_id=None), C),
+        # No client id: the empty client id, for which Kafka consults only {user=U} and
+        # {user=<default>} (findQuota needs both names for the pair rungs, a client id for 7/8).
+        (ONLY_CLIENT_IDS, "bob", None, "producer_byte_rate", None, None, None, C),
+        (QUOTAS, "alice", None, "producer_byte_rate", 3.0, 3, E(user="alice"), U),
+        (QUOTAS, "alice", None, "consumer_byte_rate", 3.0, 3, E(user="alice"), U),
+        (QUOTAS, "bob", None, "producer_byte_rate", 6.0, 6, E(user=None), U),
+        (QUOTAS, "bob", None, "consumer_byte_rate", None, None, None, C),
+        # An empty user consults only the client-id rungs.
+        (QUOTAS, "", "app", "producer_byte_rate", 7.0, 7, E(client_id="app"), C),
+        (QUOTAS, "", "zzz", "controller_mutation_rate", 8.0, 8, E(client_id=None), C),
         # A user named ANONYMOUS is the unauthenticated principal.
         (QUOTAS | {E(user=ANONYMOUS): {"request_percentage": 42.0}}, None, "app",
          "request_percentage", 42.0, 3, E(user=ANONYMOUS), U),
@@ -146,3 +154,13 @@ def test_plain_words_for_shared_client_id_and_unlimited():
         "All users of client id 'app' share 1 MiB/s on each broker, set for "
         "{client-id=app} (ladder level 7).")
     assert "unlimited" in explain_key(r, "consumer_byte_rate")
+
+
+def test_empty_client_id_marks_skipped_rungs_and_says_why():
+    r = resolve(QUOTAS, "bob", None)
+    assert [s.level for s in r.ladder if s.applies] == [3, 6]
+    assert r.ladder[4].shadowed == ()  # level 5 is not shadowed: Kafka never looks at it
+    assert explain_key(r, "consumer_byte_rate") == (
+        "No entry on the ladder sets consumer_byte_rate for user 'bob' with client id '': "
+        "unlimited. Level 5 sets it, but Kafka never applies that level to an empty "
+        "client id.")

@@ -191,3 +191,43 @@ def test_consumer_over_its_fetch_quota_is_throttled(kafka_sasl_broker, admin_bac
         assert any(t > 0 for t in throttles), "alice/reader fetched over its quota unthrottled"
     finally:
         _remove(admin_backend, entity, "consumer_byte_rate")
+
+
+def _produce_kafka_python(broker, topic: str, user: str, client_id: str, total: int) -> float:
+    """Like _produce, with kafka-python, which (unlike librdkafka, whose empty client.id
+    becomes "rdkafka") really sends an empty client id. Returns the largest produce throttle
+    time (ms) the broker reported."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap, client_id=client_id, linger_ms=5, acks=1,
+        security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+        sasl_plain_username=user, sasl_plain_password=broker.users[user])
+    try:
+        for _ in range(total // CHUNK):
+            producer.send(topic, b"x" * CHUNK)
+        producer.flush(60)
+        return max((v for group in producer.metrics().values() for name, v in group.items()
+                    if name == "throttle-time-max" and v == v), default=0.0)
+    finally:
+        producer.close(0)
+
+
+def test_an_empty_client_id_skips_the_client_id_rungs(kafka_sasl_broker, admin_backend, topic):
+    """Kafka consults {client-id=<default>} only for a non-empty client id: the resolver
+    says so, and the broker agrees."""
+    default_client = Entity.of(client_id=None)
+    _set(admin_backend, default_client, producer_byte_rate=QUOTA)  # rung 8
+    try:
+        quotas = admin_backend.describe()
+        named = resolve(quotas, "carol", "named").keys["producer_byte_rate"]
+        empty = resolve(quotas, "carol", "").keys["producer_byte_rate"]
+        assert (named.level, named.source) == (8, default_client)
+        assert empty.unlimited
+        seen_named = _produce_kafka_python(kafka_sasl_broker, topic, "carol", "named", OVER)
+        seen_empty = _produce_kafka_python(kafka_sasl_broker, topic, "carol", "", OVER)
+        OBSERVATIONS["empty_client_id_max_ms"] = {"named": seen_named, "empty": seen_empty}
+        assert seen_named > 0, "carol/named is limited by {client-id=<default>} but was not throttled"
+        assert seen_empty == 0, "an empty client id was throttled by {client-id=<default>}"
+    finally:
+        _remove(admin_backend, default_client, "producer_byte_rate")

@@ -105,7 +105,8 @@ def ladder_html(resolution: Resolution, keys: Iterable[str] | None = None) -> st
     for step in resolution.ladder:
         won = bool(step.wins)
         present = bool(step.quotas)
-        dim = "" if present else "color:#9aa0a6;"
+        skipped = not step.applies  # Kafka never consults it (an empty client id or user)
+        dim = "" if present and not skipped else "color:#9aa0a6;"
         rung = rungs.get(step.level)
         shared = "" if is_ip or rung is None else BUCKET_WORDS.get(rung.bucket, "")
         badge = ("background:#1e8e3e;color:white;" if won else
@@ -116,6 +117,8 @@ def ladder_html(resolution: Resolution, keys: Iterable[str] | None = None) -> st
                  f'<td style="{_CELL}{dim}"><span class="qc-entity">{entity_html(step.entity)}'
                  f'</span>' + ("" if present else ' <span style="font-size:0.85em">'
                                '(no entry)</span>')
+                 + ('<br><span class="qc-skip" style="font-size:0.8em">not consulted: Kafka '
+                    'skips this level for an empty client id or user</span>' if skipped else "")
                  + f'<br><code style="font-size:0.78em;color:#80868b;background:none;'
                    f'padding:0">{escape(step.pattern)}</code></td>']
         if not is_ip:
@@ -127,6 +130,12 @@ def ladder_html(resolution: Resolution, keys: Iterable[str] | None = None) -> st
                 if k in step.wins:
                     cells.append(f'<td class="qc-win" data-key="{k}" style="{_CELL}{_WIN}" '
                                  f'title="wins: {exact}">✔ {escape(_cell_value(k, v))}</td>')
+                elif skipped:
+                    cells.append(f'<td class="qc-skipped" data-key="{k}" '
+                                 f'style="{_CELL}background:#f6f6f6" title="{exact} — not '
+                                 f'consulted for this client"><span style="{_SHADOW}">'
+                                 f'{escape(_cell_value(k, v))}</span> <span style="color:#80868b;'
+                                 f'font-size:0.8em">not applied</span></td>')
                 else:
                     winner = resolution.keys[k].level
                     cells.append(f'<td class="qc-shadowed" data-key="{k}" '
