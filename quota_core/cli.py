@@ -18,6 +18,8 @@ import importlib
 import importlib.util
 import itertools
 import logging
+import math
+import re
 import sys
 from pathlib import Path
 from typing import Sequence, TextIO
@@ -32,6 +34,7 @@ from .filters import EntityFilter, FilterComponent
 from .resolution import resolve, resolve_ip
 from .serialization import dumps, import_plan, loads
 from .spec import parse_add, parse_defaults, parse_delete, parse_names
+from .validation import is_ip_literal, validate_alterations
 
 PROG = "kafka-client-quotas"
 
@@ -156,7 +159,8 @@ def run_describe(backend: QuotaBackend, args: argparse.Namespace, out: TextIO) -
     return 0
 
 
-def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO) -> int:
+def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
+                err: TextIO) -> int:
     choices = _entity_choices(args)
     if not choices:
         raise UsageError("Name the client to resolve: --user NAME and/or --client-id NAME "
@@ -167,6 +171,10 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO) ->
     if IP in choices and len(choices) > 1:
         raise UsageError("--ip cannot be combined with --user/--client-id: ip quotas stand "
                          "alone.")
+    for name in choices.get(IP, []):
+        if not is_ip_literal(name):  # type: ignore[arg-type]
+            raise UsageError(f"--ip {name!r} is not an IP address: connection quotas apply to "
+                             f"addresses. Give one, e.g. --ip 192.0.2.10.")
     quotas = backend.describe()
     resolutions = []
     for combo in _combinations(choices):
@@ -176,12 +184,22 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO) ->
         else:
             resolutions.append(resolve(quotas, names.get(USER), names.get(CLIENT_ID)))
     out.write(output.format_resolutions(resolutions, args.output))
+    if args.output == "text":
+        for note in dict.fromkeys(n for r in resolutions for n in r.client.assumptions()):
+            err.write(f"note: {note}\n")
     return 0
 
 
 def _report(outcome, err: TextIO) -> int:
+    """Each refused entity with the reason; when only some were refused, also what was
+    applied, since each entity is all-or-nothing on its own."""
     for result in outcome.failed:
         err.write(f"{PROG}: {result.entity}: {result.error}\n")
+    if outcome.failed and len(outcome.failed) < len(outcome.results):
+        done = "would be applied" if outcome.validate_only else "applied"
+        for result in outcome.results:
+            if result.ok:
+                err.write(f"{PROG}: {result.entity}: {done}\n")
     return 0 if outcome.ok else 1
 
 
@@ -191,9 +209,14 @@ def run_alter(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err:
     if not ops:
         raise UsageError("--alter needs --add KEY=VALUE and/or --delete KEY.")
     alterations = [Alteration(e, tuple(ops)) for e in _entities(args)]
-    from .validation import validate_alterations
-
     validate_alterations(alterations)
+    removed = [op.key for op in ops if op.is_remove]
+    if removed:  # brokers accept removing an unset key silently; kafka-configs refuses it
+        for alteration in alterations:
+            unset = [k for k in removed if k not in backend.describe_entity(alteration.entity)]
+            if unset:
+                err.write(f"warning: {alteration.entity} has no {', '.join(unset)} to delete "
+                          f"(nothing to remove there).\n")
     outcome = backend.alter(alterations, validate_only=args.validate_only)
     if args.output == "json":
         out.write(output.format_outcome(outcome))
@@ -214,17 +237,63 @@ def run_import(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err
         raise ParseError(f"Cannot read {path}: it is not UTF-8 text ({exc.reason} at byte "
                          f"{exc.start}). Give a JSON or YAML export.") from exc
     desired = loads(text, fmt, source=str(path))
-    plan = import_plan(backend.describe(), desired, replace=args.replace)
+    current = backend.describe()
+    if args.replace and not desired and current:
+        raise ParseError(f"{path} has no entries: with --replace that would delete all "
+                         f"{len(current)} quota entries. To clear them on purpose, use --alter "
+                         f"--delete, or import a file that holds what should remain.")
+    plan = import_plan(current, desired, replace=args.replace)
     if not plan:
         err.write("Nothing to change: the backend already holds this quota set.\n")
         return 0
-    from .validation import validate_alterations
-
     validate_alterations(plan)
+    gone = [a.entity for a in plan if a.entity not in desired]
+    if gone:
+        err.write(f"--replace removes {len(gone)} entr{'y' if len(gone) == 1 else 'ies'} not in "
+                  f"{path}: {', '.join(str(e) for e in gone[:10])}"
+                  f"{' …' if len(gone) > 10 else ''}\n")
     outcome = backend.alter(plan, validate_only=args.validate_only)
     err.write(f"{'Validated' if args.validate_only else 'Applied'} "
               f"{len(outcome.results) - len(outcome.failed)} of {len(plan)} entity changes.\n")
     return _report(outcome, err)
+
+
+_BOOTSTRAP = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\s:,\[\]]+):[0-9]{1,5}$")
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Refuse flag combinations that would be ignored or misread, before connecting."""
+    if args.sandbox and args.bootstrap_server:
+        raise UsageError("Give either --sandbox PATH or --bootstrap-server HOST:PORT, not both.")
+    if not args.sandbox and not args.bootstrap_server:
+        raise UsageError("Say where the quotas live: --bootstrap-server HOST:PORT (a Kafka "
+                         "cluster) or --sandbox PATH (a local sandbox file).")
+    if args.command_config and not args.bootstrap_server:
+        raise UsageError("--command-config goes with --bootstrap-server.")
+    for server in (args.bootstrap_server or "").split(",") if args.bootstrap_server else []:
+        if not _BOOTSTRAP.match(server.strip()):
+            raise UsageError(f"--bootstrap-server {args.bootstrap_server!r}: {server.strip()!r} is "
+                             f"not HOST:PORT. Write e.g. 127.0.0.1:9092 (several: a,b comma-"
+                             f"separated).")
+    if not args.alter and (args.add or args.delete):
+        raise UsageError("--add and --delete go with --alter.")
+    if args.validate_only and not (args.alter or args.import_file):
+        raise UsageError("--validate-only goes with --alter or --import.")
+    if args.strict and not args.describe:
+        raise UsageError("--strict goes with --describe.")
+    if args.replace and not args.import_file:
+        raise UsageError("--replace goes with --import.")
+    if (args.export or args.import_file) and (args.names or args.defaults or args.user
+                                              or args.client_id or args.ip):
+        raise UsageError("--export and --import work on the whole quota set: drop the entity "
+                         "flags.")
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= 3600):
+        raise UsageError(f"--timeout {args.timeout:g}: give a number of seconds between 0 and "
+                         f"3600.")
+    read_only = args.describe or args.resolve or args.export
+    if args.sandbox and read_only and not Path(args.sandbox).exists():
+        raise UsageError(f"No sandbox file at {args.sandbox}: it is created by --alter or "
+                         f"--import. Check the path.")
 
 
 def _lean_kafka_import() -> None:
@@ -262,26 +331,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     except SystemExit as exc:  # argparse already printed the usage error
         return int(exc.code or 0)
     try:
-        if args.sandbox and args.bootstrap_server:
-            raise UsageError("Give either --sandbox PATH or --bootstrap-server HOST:PORT, "
-                             "not both.")
-        if not args.sandbox and not args.bootstrap_server:
-            raise UsageError("Say where the quotas live: --bootstrap-server HOST:PORT (a Kafka "
-                             "cluster) or --sandbox PATH (a local sandbox file).")
-        if args.command_config and not args.bootstrap_server:
-            raise UsageError("--command-config goes with --bootstrap-server.")
-        if not args.alter and (args.add or args.delete):
-            raise UsageError("--add and --delete go with --alter.")
-        if args.validate_only and not (args.alter or args.import_file):
-            raise UsageError("--validate-only goes with --alter or --import.")
-        if not args.timeout > 0:
-            raise UsageError(f"--timeout {args.timeout:g}: give a number of seconds above 0.")
+        _check_flags(args)
         with open_backend(args.sandbox, args.bootstrap_server, args.command_config,
                           timeout_s=args.timeout) as backend:
             if args.describe:
                 return run_describe(backend, args, out)
             if args.resolve:
-                return run_resolve(backend, args, out)
+                return run_resolve(backend, args, out, err)
             if args.alter:
                 return run_alter(backend, args, out, err)
             if args.export:

@@ -254,7 +254,16 @@ def resolve(quotas: Mapping[Entity, Mapping[str, float]], user: str | None = Non
 def resolve_ip(quotas: Mapping[Entity, Mapping[str, float]], ip: str) -> Resolution:
     """Resolve ``connection_creation_rate`` for an ip: the exact ip, then the ip default."""
     client = Client(ip=ip)
-    rungs = [(1, "{ip=X}", Entity(((IP, ip),))), (2, "{ip=<default>}", Entity(((IP, None),)))]
+    # A broker keys connection quotas by address, so any spelling of this address matches.
+    own = Entity(((IP, ip),))
+    if own not in quotas:
+        from .validation import canonical_ip
+
+        target = canonical_ip(ip)
+        if target is not None:
+            own = next((e for e in quotas if e.is_ip and e.name(IP) is not None
+                        and canonical_ip(e.name(IP)) == target), own)  # type: ignore[arg-type]
+    rungs = [(1, "{ip=X}", own), (2, "{ip=<default>}", Entity(((IP, None),)))]
     bucket = Bucket("ip", ((IP, ip),))
     results: dict[str, KeyResolution] = {}
     for key in IP_KEYS:

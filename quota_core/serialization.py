@@ -38,6 +38,10 @@ def from_document(doc: Any, source: str = "the document") -> QuotaSet:
     if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
         raise ParseError(f"{source} is not a quota export: expected an object with an "
                          f"'entries' list (format {FORMAT}).")
+    if doc.get("format", FORMAT) != FORMAT:
+        raise ParseError(f"{source} says format {doc.get('format')!r}, not {FORMAT!r}: make it "
+                         f"with --export (or add \"format\": \"{FORMAT}\" if it already follows "
+                         f"that layout).")
     out: QuotaSet = {}
     for i, entry in enumerate(doc["entries"], start=1):
         where = f"{source}, entry {i}"

@@ -16,8 +16,11 @@ _UNITS = {
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
     "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40,
 }
-_BYTES = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?\s*([A-Za-z]*)"
-                    r"(?:/s)?\s*$")
+_BYTES = re.compile(r"^\s*([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:[eE]([+-]?[0-9]+))?\s*"
+                    r"([A-Za-z]*)(?:/s)?\s*$")
+#: Not byte rates, but passed on so validation refuses them with its own message.
+_SPECIAL = {"nan": float("nan"), "inf": float("inf"), "+inf": float("inf"),
+            "-inf": float("-inf"), "infinity": float("inf"), "-infinity": float("-inf")}
 
 
 def parse_byte_rate(text: str) -> float:
@@ -25,6 +28,8 @@ def parse_byte_rate(text: str) -> float:
 
     Decimal units (kB, MB, GB) are powers of 1000, binary ones (KiB, MiB, GiB) powers of 1024.
     """
+    if text.strip().lower() in _SPECIAL:
+        return _SPECIAL[text.strip().lower()]
     m = _BYTES.match(text)
     unit = m.group(3).lower() if m else None
     if not m or unit not in _UNITS:

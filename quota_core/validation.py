@@ -24,16 +24,24 @@ __all__ = [
     "validate_alterations",
     "broker_rejection",
     "is_ip_literal",
+    "canonical_ip",
     "host_resolves",
 ]
 
 
 def is_ip_literal(name: str) -> bool:
+    """An IPv4 or IPv6 address without a scope (``%eth0``), which brokers refuse."""
     try:
-        ipaddress.ip_address(name)
-        return True
+        return getattr(ipaddress.ip_address(name), "scope_id", None) is None
     except ValueError:
         return False
+
+
+def canonical_ip(name: str) -> str | None:
+    """The canonical text of an address (``0:0::1`` → ``::1``), None if not an address."""
+    if not is_ip_literal(name):
+        return None
+    return str(ipaddress.ip_address(name))
 
 
 def host_resolves(name: str) -> bool:
@@ -61,7 +69,8 @@ def _value_problem(entity: Entity, key: str, value: float) -> str | None:
     if spec.integral and abs(value % 1.0) > 1e-6:
         return (f"{where}: {value!r} has a fraction, but {key} is a whole number "
                 f"({spec.unit}). Round it, e.g. {math.floor(value)}.")
-    if value > spec.max_value:
+    # Values travel as doubles: compare as the broker does (Long.MAX_VALUE as a double).
+    if value > float(spec.max_value):
         return (f"{where}: {value:.0f} is too large for {'a LONG' if spec.value_type == 'long' else 'an INT'}"
                 f" (at most {spec.max_value}). Give a smaller value.")
     return None
@@ -73,7 +82,13 @@ def alteration_problems(alteration: Alteration) -> list[Problem]:
     allowed = keys_for(entity.is_ip)
     if entity.is_ip:
         name = entity.name(IP)
-        if name is not None and not is_ip_literal(name):
+        canonical = canonical_ip(name) if name is not None else None
+        if name is not None and canonical is not None and canonical != name:
+            problems.append(Problem(
+                f"{entity}: write the address {name!r} as {canonical!r}. A broker stores the text "
+                f"as given, so two spellings of one address would be two entries, and one would "
+                f"silently override the other.", entity=entity, field=IP))
+        elif name is not None and not is_ip_literal(name):
             problems.append(Problem(
                 f"{entity}: {name!r} is not an IP address. Give an IPv4 or IPv6 address such as "
                 f"192.0.2.10. (A broker accepts a host name it can resolve, but it resolves the "

@@ -321,7 +321,7 @@ def test_edit_loads_current_values(sandbox):
 
 
 @pytest.mark.parametrize("key, text, message", [
-    ("producer_byte_rate", "-5", "'-5' is not a byte rate"),
+    ("producer_byte_rate", "-5", "-5 is not allowed; a quota must be greater than 0"),
     ("producer_byte_rate", "10 furlongs", "is not a byte rate"),
     ("producer_byte_rate", "1.5", "has a fraction, but producer_byte_rate is a whole number"),
     ("request_percentage", "nan", "NaN is not a quota"),

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import example, HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quota_core import CLIENT_KEYS, Entity, desanitize, sanitize
+from quota_core import CLIENT_KEYS, Alteration, Entity, Op, desanitize, sanitize
 from quota_core.cli import main
 from quota_core.sandbox import SandboxBackend
 from quota_core.spec import format_names
@@ -189,7 +189,12 @@ def test_describe_json_everything_matches_store(store):
 ])
 def test_resolve_text(store, flags, expected):
     code, out, err = run("--sandbox", store, "--resolve", *flags)
-    assert (code, out, err) == (0, expected, "")
+    assert (code, out) == (0, expected)
+    # Assumptions (ANONYMOUS, the empty client id) are notes on stderr, never on stdout.
+    assert all(line.startswith("note: ") for line in err.splitlines())
+    if "--ip" not in flags:
+        assert ("--client-id" in flags or "client-id=" in " ".join(flags)) == (
+            "empty client id" not in err)
 
 
 def test_resolve_json_schema(store):
@@ -223,6 +228,11 @@ def test_resolve_json_schema(store):
 
 def test_resolve_json_unlimited_is_null_and_assumptions_are_stated(tmp_path):
     path = str(tmp_path / "empty.sqlite")
+    assert run("--sandbox", path, "--export", "json")[0] == 2  # no such sandbox file yet
+    assert run("--sandbox", path, "--alter", "--user", "x", "--add",
+               "producer_byte_rate=1")[0] == 0
+    assert run("--sandbox", path, "--alter", "--user", "x", "--delete",
+               "producer_byte_rate")[0] == 0
     code, out, err = run("--sandbox", path, "--resolve", "--client-id", "app", "--output", "json")
     assert (code, err) == (0, "")
     doc = json.loads(out)
@@ -230,8 +240,9 @@ def test_resolve_json_unlimited_is_null_and_assumptions_are_stated(tmp_path):
     assert len(doc["assumptions"]) == 1 and "ANONYMOUS" in doc["assumptions"][0]
     assert doc["quotas"] == {k: {"value": None, "level": None, "source": None}
                              for k in CLIENT_KEYS}
-    # Unlimited: nothing to print in text.
-    assert run("--sandbox", path, "--resolve", "--client-id", "app") == (0, "", "")
+    # Unlimited: nothing to print in text; the assumption is a note on stderr.
+    code, out, err = run("--sandbox", path, "--resolve", "--client-id", "app")
+    assert (code, out) == (0, "") and err.startswith("note: No user was given")
 
 
 def test_resolve_without_client_id_uses_the_empty_client_id(store):
@@ -565,3 +576,66 @@ def test_real_process_describe_and_exit_codes(store, command):
     assert (code, out) == (2, "") and "is required" in err
     code, out, err = proc("--describe")
     assert (code, out) == (2, "") and "Say where the quotas live" in err
+
+
+# -- operator traps (from a review) ----------------------------------------------------------
+
+@pytest.mark.parametrize("argv, message", [
+    (["--bootstrap-server", "127.0.0.1:abc", "--describe"], "'127.0.0.1:abc' is not HOST:PORT"),
+    (["--bootstrap-server", "localhost", "--describe"], "'localhost' is not HOST:PORT"),
+    (["--resolve", "--strict", "--user", "a"], "--strict goes with --describe."),
+    (["--describe", "--replace"], "--replace goes with --import."),
+    (["--export", "json", "--user", "a"], "drop the entity flags"),
+    (["--describe", "--timeout", "inf"], "--timeout inf: give a number of seconds"),
+    (["--resolve", "--ip", "localhost"], "--ip 'localhost' is not an IP address"),
+])
+def test_misleading_flags_are_usage_errors(store, argv, message):
+    if "--bootstrap-server" not in argv:
+        argv = ["--sandbox", store, *argv]
+    code, out, err = run(*argv)
+    assert code == 2 and message in err and out == ""
+
+
+def test_replace_with_an_empty_document_deletes_nothing(store, tmp_path):
+    before = state(store)
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"format": "quota-console/1", "entries": []}')
+    code, _, err = run("--sandbox", store, "--import", str(empty), "--replace")
+    assert code == 2 and "would delete all" in err
+    assert state(store) == before
+
+
+def test_replace_lists_what_it_removes(store, tmp_path):
+    keep = next(iter(state(store)))
+    doc = tmp_path / "one.json"
+    doc.write_text(json.dumps({"format": "quota-console/1", "entries": [
+        {"entity": keep.as_dict(), "quotas": {"producer_byte_rate": 1}}]}))
+    code, _, err = run("--sandbox", store, "--import", str(doc), "--replace")
+    assert code == 0 and "--replace removes" in err
+    assert state(store) == {keep: {"producer_byte_rate": 1.0}}
+
+
+def test_partial_success_names_what_was_applied(tmp_path):
+    path = str(tmp_path / "q.sqlite")
+    # Each entity is all-or-nothing on its own: when one is refused, say what was applied.
+    code, _, err = run("--sandbox", path, "--alter", "--ip", "10.0.0.1", "--ip", "10.0.0.2",
+                       "--add", "connection_creation_rate=3")
+    assert code == 0 and err == ""
+    with SandboxBackend(path) as backend:
+        outcome = backend.alter([
+            Alteration(E(ip="10.0.0.3"), (Op.set("connection_creation_rate", 1.5),)),
+            Alteration(E(ip="10.0.0.4"), (Op.set("connection_creation_rate", 2.0),))])
+    from quota_core.cli import _report
+
+    err = StringIO()
+    assert _report(outcome, err) == 1
+    assert err.getvalue().splitlines() == [
+        "kafka-client-quotas: {ip=10.0.0.3}: connection_creation_rate cannot be a fractional value.",
+        "kafka-client-quotas: {ip=10.0.0.4}: applied"]
+
+
+def test_deleting_an_unset_key_warns(store):
+    code, out, err = run("--sandbox", store, "--alter", "--user", "nobody", "--delete",
+                         "producer_byte_rate")
+    assert (code, out) == (0, "")
+    assert err == "warning: {user=nobody} has no producer_byte_rate to delete (nothing to remove there).\n"

@@ -49,7 +49,7 @@ def test_parse_byte_rate(text, value):
     assert parse_byte_rate(text) == value
 
 
-@pytest.mark.parametrize("text", ["", "ten", "10XB", "-5MB", "1.2.3"])
+@pytest.mark.parametrize("text", ["", "ten", "10XB", "1.2.3", "5 MB MB"])
 def test_parse_byte_rate_rejects(text):
     from quota_core import ParseError
 
@@ -63,3 +63,15 @@ def test_parse_byte_rate_rejects(text):
     (19_531_250 * 1024, "20 GB")])
 def test_format_bytes(value, text):
     assert format_bytes(value) == text
+
+
+@pytest.mark.parametrize("text", ["-5MB", "nan", "inf", "-1"])
+def test_signed_and_special_byte_rates_parse_so_validation_can_refuse_them(text):
+    """One rule, one message, one exit code for every key: parsing passes them on and
+    validation refuses them ("must be greater than 0", "NaN is not a quota")."""
+    from quota_core import Alteration, Entity, Op, alteration_problems
+
+    value = parse_byte_rate(text)
+    problems = alteration_problems(Alteration(Entity.of(user="a"),
+                                              (Op("producer_byte_rate", value),)))
+    assert len(problems) == 1

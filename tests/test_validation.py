@@ -25,8 +25,8 @@ ALICE = E(user="alice")
     (ALICE, [Op("producer_byte_rate", 1.5)],
      "producer_byte_rate for {user=alice}: 1.5 has a fraction, but producer_byte_rate is a "
      "whole number (bytes/s). Round it, e.g. 1."),
-    (ALICE, [Op("producer_byte_rate", 2.0**63)],
-     "producer_byte_rate for {user=alice}: 9223372036854775808 is too large for a LONG (at most "
+    (ALICE, [Op("producer_byte_rate", 2.0**64)],
+     "producer_byte_rate for {user=alice}: 18446744073709551616 is too large for a LONG (at most "
      "9223372036854775807). Give a smaller value."),
     (E(ip="10.0.0.1"), [Op("connection_creation_rate", 2.0**31)],
      "connection_creation_rate for {ip=10.0.0.1}: 2147483648 is too large for an INT (at most "
@@ -122,3 +122,26 @@ def test_broker_rules(entity, ops, error):
 def test_broker_rejects_duplicate_keys():
     assert broker_rejection(Alteration(ALICE, (Op("producer_byte_rate", 1.0),
                                                Op("producer_byte_rate", None)))) is not None
+
+
+def test_long_max_as_typed_is_accepted():
+    # 9223372036854775807 becomes the double 2**63 on the wire; the broker accepts it.
+    assert alteration_problems(Alteration(ALICE, (Op("producer_byte_rate",
+                                                     float(9223372036854775807)),))) == []
+
+
+@pytest.mark.parametrize("ip, message", [
+    ("0:0:0:0:0:0:0:1", "write the address '0:0:0:0:0:0:0:1' as '::1'"),
+    ("2001:DB8::1", "write the address '2001:DB8::1' as '2001:db8::1'"),
+    ("fe80::1%eth0", "'fe80::1%eth0' is not an IP address"),
+])
+def test_ip_spelling(ip, message):
+    [problem] = alteration_problems(Alteration(E(ip=ip), (Op("connection_creation_rate", 5.0),)))
+    assert message in problem.message
+
+
+def test_resolve_ip_matches_any_spelling_of_the_address():
+    from quota_core import resolve_ip
+
+    quotas = {E(ip="::1"): {"connection_creation_rate": 5.0}}
+    assert resolve_ip(quotas, "0:0:0:0:0:0:0:1").keys["connection_creation_rate"].level == 1
