@@ -50,6 +50,8 @@ _LOGIN_MODULES = {
 }
 _USED = {
     "security.protocol", "sasl.mechanism", "sasl.jaas.config", "client.id", "request.timeout.ms",
+    # librdkafka's spelling of the credentials, which Python users often have at hand.
+    "sasl.username", "sasl.password",
     "bootstrap.servers", "ssl.endpoint.identification.algorithm",
     "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
     "ssl.crl.location",
@@ -73,7 +75,7 @@ _IGNORED = {
     "metrics.num.samples", "metrics.recording.level", "metric.reporters",
     "auto.include.jmx.reporter", "enable.metrics.push",
 }
-_SECRET_KEYS = {"sasl.jaas.config", "ssl.key.password", "ssl.truststore.password",
+_SECRET_KEYS = {"sasl.jaas.config", "sasl.password", "ssl.key.password", "ssl.truststore.password",
                 "ssl.keystore.password"}
 
 
@@ -290,14 +292,15 @@ def client_config(properties: Mapping[str, str] | None,
         raise ConfigError(
             f"Unknown Kafka client propert{'y' if len(unknown) == 1 else 'ies'} (from "
             f"{source}): {', '.join(unknown)}. Supported: security.protocol, sasl.mechanism, "
-            f"sasl.jaas.config, client.id, request.timeout.ms, ssl.ca.location, "
+            f"sasl.jaas.config (or sasl.username + sasl.password), client.id, request.timeout.ms, ssl.ca.location, "
             f"ssl.certificate.location, ssl.key.location, ssl.key.password, "
             f"ssl.endpoint.identification.algorithm (and Java's ssl.truststore.*/ssl.keystore.* "
             f"with type PEM). Fix the spelling or remove them.", unknown=unknown, source=source)
     ignored = [k for k in props if k in _IGNORED]
     protocol = _require(props.get("security.protocol", "PLAINTEXT").upper(),
                         SECURITY_PROTOCOLS, "security.protocol")
-    sasl_keys = [k for k in ("sasl.mechanism", "sasl.jaas.config") if k in props]
+    sasl_keys = [k for k in ("sasl.mechanism", "sasl.jaas.config", "sasl.username",
+                             "sasl.password") if k in props]
     mechanism = username = password = None
     if protocol.startswith("SASL_"):
         if "sasl.mechanism" not in props:
@@ -306,12 +309,25 @@ def client_config(properties: Mapping[str, str] | None,
                 f"GSSAPI/Kerberos, is not supported here): set sasl.mechanism=SCRAM-SHA-256, "
                 f"SCRAM-SHA-512 or PLAIN in {source}.", key="sasl.mechanism")
         mechanism = _require(props["sasl.mechanism"].upper(), SASL_MECHANISMS, "sasl.mechanism")
-        if "sasl.jaas.config" not in props:
+        plain_keys = [k for k in ("sasl.username", "sasl.password") if k in props]
+        if plain_keys and "sasl.jaas.config" in props:
+            raise ConfigError(
+                f"{source} gives both sasl.jaas.config and {' and '.join(plain_keys)}: keep one "
+                f"way of giving the credentials.", key="sasl.jaas.config")
+        if plain_keys:
+            if len(plain_keys) < 2:
+                missing = ({"sasl.username", "sasl.password"} - set(plain_keys)).pop()
+                raise ConfigError(f"{plain_keys[0]} is set but {missing} is not, in {source}.",
+                                  key=missing)
+            options = {"username": props["sasl.username"], "password": props["sasl.password"]}
+            module = _LOGIN_MODULES[mechanism]
+        elif "sasl.jaas.config" not in props:
             raise ConfigError(
                 f"security.protocol={protocol} needs sasl.jaas.config in {source}, e.g. "
                 f'sasl.jaas.config={_LOGIN_MODULES[mechanism]} required username="alice" '
-                f'password="...";', key="sasl.jaas.config")
-        module, _flag, options = parse_jaas_config(props["sasl.jaas.config"])
+                f'password="..."; (or sasl.username and sasl.password)', key="sasl.jaas.config")
+        else:
+            module, _flag, options = parse_jaas_config(props["sasl.jaas.config"])
         if module != _LOGIN_MODULES[mechanism]:
             raise ConfigError(
                 f"sasl.jaas.config uses the login module {module}, but sasl.mechanism="

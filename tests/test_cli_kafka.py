@@ -103,3 +103,17 @@ def test_broker_down_is_one_clear_line():
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert f"127.0.0.1:{port}" in done.stderr and "Traceback" not in done.stderr
     assert "after 2.0 s" in done.stderr and "connection refused" in done.stderr
+
+
+def test_librdkafka_style_credentials_work_too(kafka_sasl_broker, tmp_path):
+    props = tmp_path / "rdkafka-style.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                     f"sasl.username=admin\nsasl.password={kafka_sasl_broker.users['admin']}\n")
+    done = cli("--bootstrap-server", kafka_sasl_broker.bootstrap, "--command-config",
+               str(props), "--describe")
+    assert done.returncode == 0, done.stderr
+    props.write_text(props.read_text().replace(kafka_sasl_broker.users["admin"], "wrong-one"))
+    done = cli("--bootstrap-server", kafka_sasl_broker.bootstrap, "--command-config",
+               str(props), "--describe")
+    assert done.returncode == 1 and "Authentication failed" in done.stderr
+    assert "wrong-one" not in done.stderr
