@@ -230,7 +230,7 @@ def test_operator_journey(page, app_url, backend_env, tmp_path):
     type_into(page, "producer_byte_rate", "3MiB")
     expect(page.get_by_text("= 3,145,728 bytes/s")).to_be_visible()
     type_into(page, "consumer_byte_rate", "-1")
-    expect(page.get_by_text("'-1' is not a byte rate")).to_be_visible()  # inline, nothing sent
+    expect(page.get_by_text("-1 is not allowed; a quota must be greater than 0", exact=False)).to_be_visible()  # inline, nothing sent
     expect(page.get_by_role("button", name="Preview")).to_have_count(0)
     type_into(page, "consumer_byte_rate", "")
     page.get_by_role("button", name="Preview").click()
