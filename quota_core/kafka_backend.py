@@ -343,7 +343,7 @@ class KafkaBackend(QuotaBackend):
             reason = "; ".join(f"{w}: {self._reason(e)}" for w, e in reasons.items())
         return ConnectionFailed(
             f"Cannot reach the Kafka cluster at {self.bootstrap_servers} after "
-            f"{self.timeout_s:.1f} s: {reason}. Check --bootstrap-server and that the broker "
+            f"{self.timeout_s:.1f} s: {reason}. Check the bootstrap address and that the broker "
             f"is running.", bootstrap=self.bootstrap_servers, reason=reason)
 
     # -- requests -------------------------------------------------------------------------

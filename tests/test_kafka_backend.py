@@ -393,7 +393,7 @@ def test_unreachable_address_fails_within_the_timeout():
         KafkaBackend(where, timeout_s=2.0)
     assert time.monotonic() - started < 3.5
     assert str(info.value) == (f"Cannot reach the Kafka cluster at {where} after 2.0 s: "
-                               f"connection refused. Check --bootstrap-server and that the "
+                               f"connection refused. Check the bootstrap address and that the "
                                f"broker is running.")
 
 
@@ -514,7 +514,7 @@ def test_tls_failures_are_explained(tls_broker):
         f"and ssl.ca.location in the client properties.",
         f"Cannot reach the Kafka cluster at 127.0.0.1:{port} after 5.0 s: the broker closed "
         f"the connection (if its listener uses TLS or SASL, set security.protocol in the "
-        f"client properties). Check --bootstrap-server and that the broker is running.")
+        f"client properties). Check the bootstrap address and that the broker is running.")
 
 
 def _chain(exc: BaseException):
