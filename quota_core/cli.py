@@ -361,11 +361,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return 0
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
-
 
 def main_entry() -> None:
     """Console-script entry point: exit with main()'s status."""
     _lean_kafka_import()
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
