@@ -361,7 +361,6 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return 0
 
 
-
 def main_entry() -> None:
     """Console-script entry point: exit with main()'s status."""
     _lean_kafka_import()
