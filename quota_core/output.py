@@ -20,15 +20,11 @@ def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2) + "\n"
 
 
-def _num(v: float) -> float | int | str:
-    return json_number(v)
-
-
 def format_describe(quotas: Mapping[Entity, Mapping[str, float]], fmt: str = "text") -> str:
     entities = sorted(quotas, key=Entity.sort_key)
     if fmt == "json":
         return _json([{"entity": e.as_dict(),
-                       "quotas": {k: _num(v) for k, v in sorted(quotas[e].items())}}
+                       "quotas": {k: json_number(v) for k, v in sorted(quotas[e].items())}}
                       for e in entities])
     blocks = []
     for e in entities:
@@ -41,11 +37,11 @@ def resolution_to_json(r: Resolution) -> dict:
     return {
         "entity": r.client.as_dict(),
         "assumptions": r.client.assumptions(),
-        "quotas": {k: {"value": None if kr.value is None else _num(kr.value), "level": kr.level,
+        "quotas": {k: {"value": None if kr.value is None else json_number(kr.value), "level": kr.level,
                        "source": None if kr.source is None else kr.source.as_dict()}
                    for k, kr in sorted(r.keys.items())},
         "ladder": [{"level": s.level, "pattern": s.pattern, "entity": s.entity.as_dict(),
-                    "quotas": {k: _num(v) for k, v in sorted(s.quotas.items())},
+                    "quotas": {k: json_number(v) for k, v in sorted(s.quotas.items())},
                     "wins": list(s.wins), "shadowed": list(s.shadowed), "applies": s.applies}
                    for s in r.ladder],
         "bucket": {k: kr.bucket.as_dict() for k, kr in sorted(r.keys.items())},

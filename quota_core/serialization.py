@@ -6,7 +6,6 @@ The document is ``{"format": "quota-console/1", "entries": [{"entity": {type: na
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Mapping
 
 from .alterations import Alteration, diff_alteration
@@ -26,12 +25,8 @@ def _sorted(quotas: Mapping[Entity, Mapping[str, float]]) -> list[Entity]:
 
 def to_document(quotas: Mapping[Entity, Mapping[str, float]]) -> dict[str, Any]:
     return {"format": FORMAT, "entries": [
-        {"entity": e.as_dict(), "quotas": {k: _num(v) for k, v in sorted(quotas[e].items())}}
+        {"entity": e.as_dict(), "quotas": {k: json_number(v) for k, v in sorted(quotas[e].items())}}
         for e in _sorted(quotas)]}
-
-
-def _num(v: float) -> float | int | str:
-    return json_number(v)
 
 
 def from_document(doc: Any, source: str = "the document") -> QuotaSet:
