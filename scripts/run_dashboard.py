@@ -32,6 +32,7 @@ from quota_core.backend import QuotaBackend, checked_alter  # noqa: E402
 from quota_core.connect import open_backend  # noqa: E402
 from quota_core.demo import demo_quotas  # noqa: E402
 from quota_core.errors import QuotaError  # noqa: E402
+from ui.settings import connections  # noqa: E402
 
 LOCAL_LABEL = "Local Kafka broker (make run)"
 
@@ -41,17 +42,20 @@ def say(msg: str) -> None:
 
 
 def configured_cluster(env: dict[str, str], secrets_path: Path) -> str | None:
-    """Where the configured cluster comes from, or None when there is none."""
-    if env.get("QUOTA_BOOTSTRAP_SERVERS"):
-        return f"QUOTA_BOOTSTRAP_SERVERS={env['QUOTA_BOOTSTRAP_SERVERS']}"
+    """Where the configured cluster comes from, or None when there is none.
+
+    The same rules the app uses (ui.settings.connections), so `make run` never starts a
+    local broker for a dashboard that would then open another cluster."""
+    secrets: dict = {}
     if secrets_path.is_file():
         try:
             secrets = tomllib.loads(secrets_path.read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SystemExit(f"run_dashboard: cannot read {secrets_path}: {exc}") from exc
-        kafka = secrets.get("kafka")
-        if isinstance(kafka, dict) and kafka.get("bootstrap_servers"):
-            return f"[kafka] in {secrets_path}"
+    for spec in connections(env, secrets):
+        if spec.kind == "kafka":
+            return (f"QUOTA_BOOTSTRAP_SERVERS={spec.bootstrap_servers}" if spec.source == "env"
+                    else f"[kafka] in {secrets_path}")
     return None
 
 
