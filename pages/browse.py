@@ -1,5 +1,4 @@
 """Browse: every quota entry, filtered like describe, searched, sorted, counted, exported."""
-import json
 
 import streamlit as st
 
@@ -7,6 +6,7 @@ from quota_core import format_quota
 from quota_core.browse import (ALL_KEYS, DEFAULT_LABEL, LEVELS, BrowseFilter, TypeMatch,
                                at_levels, display_frame, export_csv, export_json, filter_frame,
                                level_counts, sort_frame)
+from quota_core.entities import entity_to_json
 from quota_core.errors import FilterError
 from quota_core.keys import QUOTA_KEYS
 from quota_core.resolution import LADDER
@@ -139,7 +139,7 @@ if rows and rows[0] < len(page):
                          icon=":material/troubleshoot:", query_params=params)
         if ctx.policy.editing_enabled:
             l2.page_link("pages/edit.py", label="Edit this entry", icon=":material/edit:",
-                         query_params={"entity": json.dumps([list(p) for p in entity.parts])})
+                         query_params={"entity": entity_to_json(entity)})
 
 # -- export ----------------------------------------------------------------------------------
 e1, e2, _ = st.columns([1, 1, 3])

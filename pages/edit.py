@@ -5,17 +5,16 @@ the values (errors appear next to each field before anything is sent), Preview (
 validates without writing; the diff and the known clients whose quota changes are shown),
 tick the confirmation, Apply. Apply is refused if the entity changed since it was loaded.
 """
-import json
 
 import streamlit as st
 
 from quota_core import (Entity, alteration_problems, diff_alteration, format_quota,
                         parse_quota_value)
-from quota_core.entities import CLIENT_ID, DEFAULT_TEXT, IP, USER
+from quota_core.entities import CLIENT_ID, DEFAULT_TEXT, IP, USER, entity_from_json, entity_to_json
 from quota_core.errors import ConcurrentChange, EntityError, QuotaError
 from quota_core.impact import parse_clients_csv
 from quota_core.keys import QUOTA_KEYS, keys_for
-from ui.actions import apply_change, preview
+from quota_core.workflow import apply_change, preview
 from ui.render import KEY_ORDER, editable_text, exact_text
 from ui.session import context, registry
 
@@ -41,11 +40,11 @@ backend = ctx.backend
 ss = st.session_state
 
 
-# -- seed the entity from ?entity=[[type, name-or-null], ...] (links from Resolve/Browse) --
+# -- seed the entity from ?entity={"user": ..., "client-id": null} (links from Resolve/Browse) --
 def _seed_from_param(raw: str) -> None:
     try:
-        entity = Entity.from_pairs((t, n) for t, n in json.loads(raw))
-    except (ValueError, TypeError, QuotaError):
+        entity = entity_from_json(raw)
+    except QuotaError:
         st.warning(f"Ignoring the entity in the link ({raw!r}): it is not a valid entity.")
         return
     d = entity.as_dict()
@@ -110,7 +109,7 @@ with st.container(border=True):
         st.stop()
     st.markdown(f"Entity: `{entity}` — {entity.describe()}")
 
-entity_param = json.dumps([list(p) for p in entity.parts])
+entity_param = entity_to_json(entity)
 if st.query_params.get("entity") != entity_param:
     st.query_params["entity"] = entity_param
     ss["ed_seeded_param"] = entity_param

@@ -3,12 +3,12 @@
 The URL carries the query (``?user=alice&client_id=checkout-api`` or ``?ip=10.0.0.12``), so
 a link to this page answers the question for whoever opens it.
 """
-import json
 
 import streamlit as st
 
 from quota_core import (estimate_throttle, explain_key, parse_quota_value, resolve,
                         resolve_ip)
+from quota_core.entities import entity_to_json
 from quota_core.errors import QuotaError
 from quota_core.keys import QUOTA_KEYS
 from ui.render import (BUCKET_WORDS, KEY_ORDER, entity_text, exact_text, ladder_html,
@@ -106,8 +106,7 @@ with st.expander("Share or change this"):
             if step.quotas:
                 st.page_link("pages/edit.py", label=f"level {step.level}: "
                              f"{entity_text(step.entity)}", icon=":material/edit:",
-                             query_params={"entity": json.dumps(
-                                 [list(p) for p in step.entity.parts])})
+                             query_params={"entity": entity_to_json(step.entity)})
 
 # -- observed rates -> estimated throttle ------------------------------------------------------
 with st.expander("Observed rates → estimated throttle"):

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from .entities import Entity
+from .keys import same_value
 
 __all__ = ["Op", "Alteration", "EntityResult", "AlterOutcome", "apply_ops", "diff_alteration"]
 
@@ -91,10 +92,7 @@ def diff_alteration(entity: Entity, before: Mapping[str, float],
                     after: Mapping[str, float]) -> Alteration:
     """The ops that turn ``before`` into ``after`` for one entity (used by import and forms)."""
     ops = [Op.set(k, v) for k, v in sorted(after.items())
-           if k not in before or not _same(before[k], v)]
+           if k not in before or not same_value(before[k], v)]
     ops += [Op.remove(k) for k in sorted(before) if k not in after]
     return Alteration(entity, tuple(ops))
 
-
-def _same(a: float, b: float) -> bool:
-    return a == b or (a != a and b != b)  # NaN equals NaN here

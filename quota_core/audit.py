@@ -13,7 +13,6 @@ import csv
 import fcntl
 import io
 import json
-import math
 import os
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -22,35 +21,28 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from .alterations import Alteration
-from .entities import Entity
+from .entities import Entity, entity_from_json
+from .keys import json_number
 from .errors import ConfigError
 
 __all__ = ["AuditRecord", "AuditLog", "records_csv", "records_jsonl", "new_record"]
 
 
-def _num(v: float) -> float | int | str:
-    """JSON-safe numbers: NaN and infinities as Java prints them (a broker accepts NaN)."""
-    v = float(v)
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "Infinity" if v > 0 else "-Infinity"
-    return int(v) if v.is_integer() else v
-
-
 def _quotas(q: Mapping[str, float]) -> dict[str, float | int | str]:
-    return {k: _num(v) for k, v in sorted(q.items())}
+    return {k: json_number(v) for k, v in sorted(q.items())}
 
 
 @dataclass(frozen=True)
 class AuditRecord:
-    """One applied change. ``entity`` is ``[[type, name-or-null], ...]`` (null: default)."""
+    """One applied change. ``entity`` is the entity's JSON object (raw names, null: default;
+    see :func:`~quota_core.entities.entity_to_json`); logs written before hold
+    ``[[type, name-or-null], ...]``, which is read too."""
 
     id: str
     ts: str
     actor: str
     cluster: dict
-    entity: list
+    entity: dict | list
     entity_text: str
     action: str
     ops: list
@@ -70,7 +62,7 @@ class AuditRecord:
         return cls(**{k: v for k, v in d.items() if k in known})
 
     def entity_obj(self) -> Entity:
-        return Entity.from_pairs((t, n) for t, n in self.entity)
+        return entity_from_json(self.entity)
 
 
 def new_record(*, actor: str, cluster: Mapping[str, object], alteration: Alteration,
@@ -84,10 +76,10 @@ def new_record(*, actor: str, cluster: Mapping[str, object], alteration: Alterat
         ts=ts.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         actor=actor,
         cluster=dict(cluster),
-        entity=[[t, n] for t, n in alteration.entity.parts],
+        entity=alteration.entity.as_dict(),
         entity_text=str(alteration.entity),
         action=action,
-        ops=[{"key": op.key, "value": None if op.value is None else _num(op.value)}
+        ops=[{"key": op.key, "value": None if op.value is None else json_number(op.value)}
              for op in alteration.ops],
         before=_quotas(before),
         after=_quotas(after),

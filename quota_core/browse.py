@@ -16,13 +16,14 @@ Every entity is also classified by the ladder rung its *shape* fills (:func:`ent
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from .entities import CLIENT_ID, DEFAULT_TEXT, ENTITY_TYPES, IP, USER, Entity
 from .errors import FilterError
 from .filters import EntityFilter, FilterComponent
+from .ladder import ABSENT, DEFAULT, LADDER, NAME, level_of
+from .keys import format_value
 from .units import format_quota
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,37 +50,26 @@ __all__ = [
 ]
 
 #: Every ladder level an entry can fill, in ladder order; ip entities come last.
-LEVELS: tuple[str, ...] = ("1", "2", "3", "4", "5", "6", "7", "8", "ip")
+LEVELS: tuple[str, ...] = tuple(str(r.level) for r in LADDER) + ("ip",)
 #: Every quota key, client keys first (the table's column order).
 ALL_KEYS: tuple[str, ...] = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
                              "controller_mutation_rate", "connection_creation_rate")
 #: How the table shows the default entity: not ``<default>``, which a real name can be.
 DEFAULT_LABEL = "⟨default⟩"
 
-# Per type kind codes in the frame.
-ABSENT, DEFAULT, NAME = 0, 1, 2
-#: (user kind, client-id kind) -> ladder level.
-_SHAPE_LEVEL = {(NAME, NAME): "1", (NAME, DEFAULT): "2", (NAME, ABSENT): "3",
-                (DEFAULT, NAME): "4", (DEFAULT, DEFAULT): "5", (DEFAULT, ABSENT): "6",
-                (ABSENT, NAME): "7", (ABSENT, DEFAULT): "8"}
+# How the frame codes each type's part (ladder.ABSENT / DEFAULT / NAME) as small integers,
+# in the order names sort: absent, then the default, then names.
+_CODE = {ABSENT: 0, DEFAULT: 1, NAME: 2}
 _TYPE_COLUMNS = {USER: "user", CLIENT_ID: "client-id", IP: "ip"}
 
 #: Filter modes per entity type, as the page offers them.
 MATCH_MODES: tuple[str, ...] = ("unset", "any", "default", "exact", "absent")
 
 
-def _kind(name: str | None, present: bool) -> int:
-    if not present:
-        return ABSENT
-    return DEFAULT if name is None else NAME
-
-
 def entity_level(entity: Entity) -> str:
     """The ladder level this entity's shape fills: ``"1"`` … ``"8"``, or ``"ip"``."""
-    if entity.is_ip:
-        return "ip"
-    d = entity.as_dict()
-    return _SHAPE_LEVEL[(_kind(d.get(USER), USER in d), _kind(d.get(CLIENT_ID), CLIENT_ID in d))]
+    level = level_of(entity)
+    return "ip" if level is None else str(level)
 
 
 # --------------------------------------------------------------------------- the filter
@@ -169,30 +159,34 @@ def quota_frame(quotas: Mapping[Entity, Mapping[str, float]]) -> "pd.DataFrame":
     kinds = {t: np.zeros(n, dtype=np.int8) for t in ENTITY_TYPES}
     names: dict[str, list] = {t: [None] * n for t in ENTITY_TYPES}
     values = {k: np.full(n, np.nan) for k in ALL_KEYS}
+    # NaN in a value column is "not set" only where the key is not set: brokers accept NaN.
+    is_set = {k: np.zeros(n, dtype=bool) for k in ALL_KEYS}
     entities: list[Entity] = [None] * n  # type: ignore[list-item]
     for i, (entity, q) in enumerate(quotas.items()):
         entities[i] = entity
         for t, name in entity.parts:
-            kinds[t][i] = DEFAULT if name is None else NAME
+            kinds[t][i] = _CODE[DEFAULT] if name is None else _CODE[NAME]
             names[t][i] = name
         for k, v in q.items():
             col = values.get(k)
             if col is not None:
                 col[i] = v
+                is_set[k][i] = True
     columns: dict[str, object] = {}
     for t in ENTITY_TYPES:
         shown = np.array(names[t], dtype=object)
-        shown[kinds[t] == DEFAULT] = DEFAULT_LABEL
-        shown[kinds[t] == ABSENT] = ""
+        shown[kinds[t] == _CODE[DEFAULT]] = DEFAULT_LABEL
+        shown[kinds[t] == _CODE[ABSENT]] = ""
         columns[_TYPE_COLUMNS[t]] = shown
     # The level from the shape, vectorised: (user kind, client-id kind) -> rung; ip -> "ip".
     table = np.full(9, -1, dtype=np.int8)
-    for (uk, ck), level in _SHAPE_LEVEL.items():
-        table[uk * 3 + ck] = LEVELS.index(level)
+    for r in LADDER:
+        table[_CODE[r.user] * 3 + _CODE[r.client_id]] = LEVELS.index(str(r.level))
     codes = table[kinds[USER].astype(np.int64) * 3 + kinds[CLIENT_ID]]
-    codes[kinds[IP] != ABSENT] = LEVELS.index("ip")
+    codes[kinds[IP] != _CODE[ABSENT]] = LEVELS.index("ip")
     columns["level"] = pd.Categorical.from_codes(codes, categories=list(LEVELS), ordered=True)
     columns.update(values)
+    columns.update({f"_set_{k}": m for k, m in is_set.items()})
     for t in ENTITY_TYPES:
         columns[f"_{_TYPE_COLUMNS[t]}_kind"] = kinds[t]
         # object dtype on purpose: filters compare these as numpy arrays, and pandas'
@@ -221,13 +215,13 @@ def filter_frame(frame: "pd.DataFrame", spec: BrowseFilter) -> "pd.DataFrame":
         col = _TYPE_COLUMNS[t]
         kind = frame[f"_{col}_kind"].to_numpy()
         if m.mode == "any":
-            keep &= kind != ABSENT
+            keep &= kind != _CODE[ABSENT]
         elif m.mode == "default":
-            keep &= kind == DEFAULT
+            keep &= kind == _CODE[DEFAULT]
         elif m.mode == "exact":
-            keep &= (kind == NAME) & (frame[f"_{col}"].to_numpy() == m.name)
+            keep &= (kind == _CODE[NAME]) & (frame[f"_{col}"].to_numpy() == m.name)
         elif m.mode == "absent" or spec.strict:  # strict: unfiltered types must be absent
-            keep &= kind == ABSENT
+            keep &= kind == _CODE[ABSENT]
     if spec.levels:
         keep &= frame["level"].isin(list(spec.levels)).to_numpy()
     if spec.search:
@@ -281,16 +275,18 @@ def display_frame(frame: "pd.DataFrame", keys: Iterable[str] = ALL_KEYS) -> "pd.
     out = pd.DataFrame({"user": frame["user"], "client-id": frame["client-id"],
                         "ip": frame["ip"], "level": frame["level"].astype(str)})
     for key in keys:
-        col = frame[key]
+        col, is_set = frame[key], frame[f"_set_{key}"].to_numpy()
         uniques = pd.unique(col.dropna())
         labels = {v: _human(key, float(v)) for v in uniques}
-        out[key] = col.map(labels).astype(object).where(col.notna(), "")
+        shown = col.map(labels).astype(object).where(col.notna(), "")
+        shown[is_set & col.isna().to_numpy()] = "NaN (set, never limits)"
+        out[key] = shown
         out[f"{key} (exact)"] = col
     return out
 
 
 def _name_text(kind: int, name: str | None) -> str:
-    return {ABSENT: "", DEFAULT: DEFAULT_TEXT}.get(kind, name or "")
+    return {_CODE[ABSENT]: "", _CODE[DEFAULT]: DEFAULT_TEXT}.get(kind, name or "")
 
 
 def export_csv(frame: "pd.DataFrame") -> str:
@@ -305,22 +301,18 @@ def export_csv(frame: "pd.DataFrame") -> str:
         kinds, names = frame[f"_{col}_kind"].to_numpy(), frame[f"_{col}"].to_numpy()
         out[col] = [_name_text(k, n) for k, n in zip(kinds, names)]
     for key in ALL_KEYS:
-        out[key] = [_exact_text(v) for v in frame[key].to_numpy()]
+        out[key] = [format_value(v) if set_ else "" for v, set_ in
+                    zip(frame[key].to_numpy(), frame[f"_set_{key}"].to_numpy())]
     return out.to_csv(index=False, lineterminator="\n")
-
-
-def _exact_text(v: float) -> str:
-    if v != v:
-        return ""
-    return str(int(v)) if float(v).is_integer() and not math.isinf(v) else repr(float(v))
 
 
 def frame_quotas(frame: "pd.DataFrame") -> dict[Entity, dict[str, float]]:
     """The quota set the rows of ``frame`` hold (for export, or re-filtering)."""
     values = {k: frame[k].to_numpy() for k in ALL_KEYS}
+    is_set = {k: frame[f"_set_{k}"].to_numpy() for k in ALL_KEYS}
     out: dict[Entity, dict[str, float]] = {}
     for i, entity in enumerate(frame["_entity"]):
-        out[entity] = {k: float(values[k][i]) for k in ALL_KEYS if values[k][i] == values[k][i]}
+        out[entity] = {k: float(values[k][i]) for k in ALL_KEYS if is_set[k][i]}
     return out
 
 

@@ -10,15 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from .entities import CLIENT_ID, USER, Entity
+from .entities import CLIENT_ID, IP, USER, Entity
 from .keys import CLIENT_KEYS
+from . import ladder
+from .ladder import ABSENT, DEFAULT, NAME
 from .resolution import ANONYMOUS
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
     import pandas as pd
 
-__all__ = ["BulkResolution", "bulk_resolve"]
+__all__ = ["BulkResolution", "bulk_resolve", "bulk_resolve_buckets"]
 
 _MISSING = -1.0  # configured quotas are > 0 (or NaN), so -1 can mark "not on this rung"
 
@@ -66,136 +68,133 @@ def _codes(names: Sequence[str | None], fill: str) -> tuple["np.ndarray", list[s
 def bulk_resolve(quotas: Mapping[Entity, Mapping[str, float]],
                  users: Sequence[str | None], client_ids: Sequence[str | None],
                  keys: tuple[str, ...] = CLIENT_KEYS) -> BulkResolution:
-    """Resolve each ``(users[i], client_ids[i])``; None means ANONYMOUS / the empty client id."""
-    import numpy as np
-    import pandas as pd
+    """Resolve each client ``(users[i], client_ids[i])``; None means ANONYMOUS / the empty
+    client id. Rungs are consulted as :func:`quota_core.ladder.consulted` says."""
+    _same_length(users, client_ids)
+    ucodes, uniq_users = _codes(users, ANONYMOUS)
+    ccodes, uniq_clients = _codes(client_ids, "")
+    return _resolve(quotas, ucodes, uniq_users, ccodes, uniq_clients, keys,
+                    lambda r, has_user, has_client: ladder.consulted(r, has_user, has_client),
+                    users_out=None, clients_out=None)
 
+
+def bulk_resolve_buckets(quotas: Mapping[Entity, Mapping[str, float]],
+                         users: Sequence[str | None], client_ids: Sequence[str | None],
+                         keys: tuple[str, ...] = CLIENT_KEYS) -> BulkResolution:
+    """The limit of each broker bucket, from its metric tags: ``users[i]`` / ``client_ids[i]``
+    is the tag's raw value, None (or "") when the bucket is not keyed by that tag. Only the
+    rungs :func:`quota_core.ladder.levels_for_tags` allows can set a bucket's limit."""
+    _same_length(users, client_ids)
+    ucodes, uniq_users = _codes([u or None for u in users], "")
+    ccodes, uniq_clients = _codes([c or None for c in client_ids], "")
+    allowed = {(hu, hc): ladder.levels_for_tags(hu, hc) for hu in (False, True) for hc in (False, True)}
+    return _resolve(quotas, ucodes, uniq_users, ccodes, uniq_clients, keys,
+                    lambda r, has_user, has_client: r.level in allowed[(has_user, has_client)],
+                    users_out=users, clients_out=client_ids)
+
+
+def _same_length(users: Sequence, client_ids: Sequence) -> None:
     if len(users) != len(client_ids):
         raise ValueError(f"users and client_ids differ in length ({len(users)} vs "
                          f"{len(client_ids)}): give one client id per user (None for none).")
-    ucodes, uniq_users = _codes(users, ANONYMOUS)
-    ccodes, uniq_clients = _codes(client_ids, "")
-    user_index, client_index = pd.Index(uniq_users, dtype=object), pd.Index(uniq_clients, dtype=object)
-    n, nk = len(ucodes), len(keys)
 
-    # Split the quota set by rung shape once: (user part, client part) -> {name: quotas}.
-    by_user: dict[str, Mapping[str, float]] = {}          # rung 3 {user=U}
-    by_user_cdef: dict[str, Mapping[str, float]] = {}     # rung 2 {user=U, client-id=<default>}
-    by_client: dict[str, Mapping[str, float]] = {}        # rung 7 {client-id=C}
-    by_udef_client: dict[str, Mapping[str, float]] = {}   # rung 4 {user=<default>, client-id=C}
-    by_pair: dict[tuple[str, str], Mapping[str, float]] = {}  # rung 1
-    scalar: dict[int, Mapping[str, float]] = {}           # rungs 5, 6, 8
+
+def _entries_by_level(quotas: Mapping[Entity, Mapping[str, float]]
+                      ) -> dict[int, dict[object, Mapping[str, float]]]:
+    """The quota set split by rung: level -> {lookup name: quotas}. The lookup name is the user
+    (a rung that names a user only), the client id, the (user, client id) pair, or None."""
+    shape_level = {(r.user, r.client_id): r for r in ladder.LADDER}
+    tables: dict[int, dict[object, Mapping[str, float]]] = {r.level: {} for r in ladder.LADDER}
     for entity, q in quotas.items():
-        parts = entity.parts  # ordered user, client-id, ip
-        if len(parts) == 2 and parts[0][0] == USER and parts[1][0] == CLIENT_ID:
-            u, c = parts[0][1], parts[1][1]
-            if u is not None and c is not None:
-                by_pair[(u, c)] = q
-            elif u is not None:
-                by_user_cdef[u] = q
-            elif c is not None:
-                by_udef_client[c] = q
-            else:
-                scalar[5] = q
-        elif len(parts) == 1 and parts[0][0] == USER:
-            if parts[0][1] is None:
-                scalar[6] = q
-            else:
-                by_user[parts[0][1]] = q
-        elif len(parts) == 1 and parts[0][0] == CLIENT_ID:
-            if parts[0][1] is None:
-                scalar[8] = q
-            else:
-                by_client[parts[0][1]] = q
+        d = dict(entity.parts)
+        if IP in d:
+            continue
+        shape = tuple(ABSENT if t not in d else DEFAULT if d[t] is None else NAME
+                      for t in (USER, CLIENT_ID))
+        r = shape_level.get(shape)
+        if r is None:
+            continue
+        u, c = d.get(USER), d.get(CLIENT_ID)
+        lookup = (u, c) if r.user == NAME and r.client_id == NAME else \
+            u if r.user == NAME else c if r.client_id == NAME else None
+        tables[r.level][lookup] = q
+    return tables
+
+
+def _resolve(quotas, ucodes, uniq_users, ccodes, uniq_clients, keys, consults,
+             users_out, clients_out) -> BulkResolution:
+    """Down the ladder, rung by rung, over the rows not yet decided for some key.
+
+    ``consults(rung, has_user, has_client)`` says whether a rung may decide a row whose user
+    / client id is non-empty; it is asked four times per rung, never per row."""
+    import numpy as np
+    import pandas as pd
+
+    user_index = pd.Index(uniq_users, dtype=object)
+    client_index = pd.Index(uniq_clients, dtype=object)
+    n, nk = len(ucodes), len(keys)
+    nonempty_user = np.array([bool(u) for u in uniq_users], dtype=bool)
+    nonempty_client = np.array([bool(c) for c in uniq_clients], dtype=bool)
+    combo = (nonempty_user[ucodes].astype(np.int8) * 2 + nonempty_client[ccodes]) if n else \
+        np.zeros(0, dtype=np.int8)
 
     def rows(tables: "Sequence[Mapping[str, float]]") -> "np.ndarray":
         """(len(tables), nk): each entry's value per key, or _MISSING."""
         return np.array([q.get(k, _MISSING) for q in tables for k in keys],
                         dtype=float).reshape(len(tables), nk)
 
-    def per_name(table: dict[str, Mapping[str, float]], index: "pd.Index") -> "np.ndarray":
+    def per_name(table: dict, index: "pd.Index") -> "np.ndarray":
         """(len(index), nk) over the distinct names: the key's value, or _MISSING."""
         out = np.full((len(index), nk), _MISSING)
-        if table:
-            pos = index.get_indexer(pd.Index(list(table), dtype=object))
-            hit = pos >= 0
-            out[pos[hit]] = rows(list(table.values()))[hit]
+        pos = index.get_indexer(pd.Index(list(table), dtype=object))
+        hit = pos >= 0
+        out[pos[hit]] = rows(list(table.values()))[hit]
         return out
 
-    def first(candidates) -> tuple["np.ndarray", "np.ndarray"]:
-        """Down a list of (values, rung), the first value present, and its rung (0: none)."""
-        value, level = candidates[0][0].copy(), np.zeros(candidates[0][0].shape, dtype=np.int8)
-        for cand, rung in candidates:
-            open_ = (level == 0) & (cand != _MISSING)
-            value[open_] = cand[open_]
-            level[open_] = rung
-        return value, level
+    def candidates(r, table: dict, idx: "np.ndarray") -> "np.ndarray":
+        """(nk, len(idx)): what rung ``r`` holds for the rows ``idx``, or _MISSING."""
+        if r.user == NAME and r.client_id == NAME:
+            out = np.full((len(idx), nk), _MISSING)
+            width = max(len(uniq_clients), 1)
+            pairs = list(table)
+            pu = user_index.get_indexer(pd.Index([p[0] for p in pairs], dtype=object))
+            pc = client_index.get_indexer(pd.Index([p[1] for p in pairs], dtype=object))
+            known = np.flatnonzero((pu >= 0) & (pc >= 0))
+            if len(known):
+                pos = pd.Index(pu[known] * width + pc[known]).get_indexer(
+                    ucodes[idx] * width + ccodes[idx])
+                hit = np.flatnonzero(pos >= 0)
+                out[hit] = rows([table[pairs[i]] for i in known])[pos[hit]]
+            return out.T
+        if r.user == NAME:
+            return per_name(table, user_index)[ucodes[idx]].T
+        if r.client_id == NAME:
+            return per_name(table, client_index)[ccodes[idx]].T
+        return np.broadcast_to(rows([table[None]]).T, (nk, len(idx)))
 
-    # Per distinct user: rungs 2 and 3. Per distinct client id: rung 4, the defaults 5 and
-    # 6 (the same for everyone), then rungs 7 and 8. A pair takes its user's answer, else
-    # its client id's: that is the ladder below rung 1.
-    user_val, user_lvl = first([(per_name(by_user_cdef, user_index), 2),
-                                (per_name(by_user, user_index), 3)])
-    shape = (len(client_index), nk)
-    fixed = {r: np.broadcast_to(rows([scalar.get(r, {})])[0], shape) for r in (5, 6, 8)}
-    client_val, client_lvl = first([(per_name(by_udef_client, client_index), 4),
-                                    (fixed[5], 5), (fixed[6], 6),
-                                    (per_name(by_client, client_index), 7), (fixed[8], 8)])
-    # Gather as (key, pair) so that each key's column comes out contiguous.
-    tr = np.ascontiguousarray
-    level = np.take(tr(user_lvl.T), ucodes, axis=1)
-    result = np.take(tr(user_val.T), ucodes, axis=1)
-    below = level == 0
-    if below.any():
-        cl = np.take(tr(client_lvl.T), ccodes, axis=1)
-        cv = np.take(tr(client_val.T), ccodes, axis=1)
-        level = np.where(below, cl, level)
-        result = np.where(below, cv, result)
-
-    # Rung 1 overrides: look pairs up by a combined integer code, once for all keys.
-    if by_pair:
-        width = max(len(uniq_clients), 1)
-        pairs = list(by_pair)
-        pu = user_index.get_indexer(pd.Index([p[0] for p in pairs], dtype=object))
-        pc = client_index.get_indexer(pd.Index([p[1] for p in pairs], dtype=object))
-        known = np.flatnonzero((pu >= 0) & (pc >= 0))
-        if len(known):
-            entry_codes = pu[known] * width + pc[known]
-            entry_vals = rows([by_pair[pairs[i]] for i in known])
-            pos = pd.Index(entry_codes).get_indexer(ucodes * width + ccodes)
-            hit = np.flatnonzero(pos >= 0)
-            if len(hit):
-                cand = entry_vals[pos[hit]].T  # (nk, hits)
-                present = cand != _MISSING
-                sub_val, sub_lvl = result[:, hit], level[:, hit]
-                sub_val[present] = cand[present]
-                sub_lvl[present] = 1
-                result[:, hit], level[:, hit] = sub_val, sub_lvl
-    # An empty client id (or user) narrows the ladder as in resolution.active_levels: only
-    # {user=U}, {user=<default>} (or only the client-id rungs; or nothing when both are empty).
-    empty_user = uniq_users.index("") if "" in uniq_users else -1
-    empty_client = uniq_clients.index("") if "" in uniq_clients else -1
-    if empty_user >= 0 or empty_client >= 0:
-        no_user, no_client = ucodes == empty_user, ccodes == empty_client
-        narrowed = [
-            (no_client & ~no_user, ucodes, [(per_name(by_user, user_index), 3),
-                                            (np.broadcast_to(rows([scalar.get(6, {})])[0],
-                                                             (len(user_index), nk)), 6)]),
-            (no_user & ~no_client, ccodes, [(per_name(by_client, client_index), 7),
-                                            (np.broadcast_to(rows([scalar.get(8, {})])[0],
-                                                             (len(client_index), nk)), 8)]),
-        ]
-        for mask, codes, candidates in narrowed:
-            where = np.flatnonzero(mask)
-            if len(where):
-                val, lvl = first(candidates)
-                result[:, where] = np.take(tr(val.T), codes[where], axis=1)
-                level[:, where] = np.take(tr(lvl.T), codes[where], axis=1)
-        level[:, np.flatnonzero(no_user & no_client)] = 0
-    result[level == 0] = np.nan
-    values = {key: result[i] for i, key in enumerate(keys)}
-    levels = {key: level[i] for i, key in enumerate(keys)}
-
-    user_arr = np.asarray(uniq_users, dtype=object)[ucodes]
-    client_arr = np.asarray(uniq_clients, dtype=object)[ccodes]
-    return BulkResolution(user_arr, client_arr, values, levels)
+    level = np.zeros((nk, n), dtype=np.int8)
+    value = np.full((nk, n), np.nan)
+    tables = _entries_by_level(quotas)
+    for r in ladder.LADDER:
+        if not tables[r.level] or n == 0:
+            continue
+        allowed = np.array([consults(r, hu, hc) for hu in (False, True) for hc in (False, True)])
+        idx = np.flatnonzero(allowed[combo] & (level == 0).any(axis=0))
+        if not len(idx):
+            continue
+        cand = candidates(r, tables[r.level], idx)
+        sub_level = level[:, idx]
+        take = (sub_level == 0) & (cand != _MISSING)
+        if take.any():
+            sub_value = value[:, idx]
+            sub_value[take] = cand[take]
+            sub_level[take] = r.level
+            value[:, idx], level[:, idx] = sub_value, sub_level
+    value[level == 0] = np.nan
+    user_arr = (np.asarray(uniq_users, dtype=object)[ucodes] if users_out is None
+                else np.asarray(list(users_out), dtype=object))
+    client_arr = (np.asarray(uniq_clients, dtype=object)[ccodes] if clients_out is None
+                  else np.asarray(list(clients_out), dtype=object))
+    return BulkResolution(user_arr, client_arr,
+                          {key: value[i] for i, key in enumerate(keys)},
+                          {key: level[i] for i, key in enumerate(keys)})

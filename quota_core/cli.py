@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
-import importlib.util
 import itertools
-import logging
 import math
 import re
 import sys
@@ -296,29 +293,6 @@ def _check_flags(args: argparse.Namespace) -> None:
                          f"--import. Check the path.")
 
 
-def _lean_kafka_import() -> None:
-    """Let ``import kafka.net...`` skip kafka-python's package ``__init__``.
-
-    That file imports the consumer, producer and admin client, which the CLI never uses:
-    about 40 % of kafka-python's import time, and the CLI is a short-lived process whose
-    start-up is most of a describe round trip. Only done in the CLI's own process, and only
-    when nothing has imported ``kafka`` yet; any surprise falls back to the normal import.
-    """
-    if "kafka" in sys.modules:
-        return
-    try:
-        spec = importlib.util.find_spec("kafka")
-        if spec is None or not spec.submodule_search_locations:
-            return
-        sys.modules["kafka"] = importlib.util.module_from_spec(spec)
-        # What kafka/__init__.py does besides imports: keep its log records off stderr.
-        logging.getLogger("kafka").addHandler(logging.NullHandler())
-        importlib.import_module("kafka.net.manager")
-    except Exception:  # noqa: BLE001 - never worse than the plain import
-        for name in [m for m in sys.modules if m == "kafka" or m.startswith("kafka.")]:
-            del sys.modules[name]
-
-
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
     out = out or sys.stdout
@@ -363,7 +337,6 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
 
 def main_entry() -> None:
     """Console-script entry point: exit with main()'s status."""
-    _lean_kafka_import()
     sys.exit(main())
 
 

@@ -6,8 +6,9 @@ default as ``<default>`` and sanitise real names so the two cannot be confused.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import quote, unquote_plus
 
 from .errors import EntityError
@@ -21,6 +22,8 @@ __all__ = [
     "Entity",
     "sanitize",
     "desanitize",
+    "entity_to_json",
+    "entity_from_json",
 ]
 
 USER = "user"
@@ -160,3 +163,30 @@ class Entity:
             words.append(f"the default {_describe_type(t)}" if n is None
                          else f"{_describe_type(t)} {n!r}")
         return " with ".join(words)
+
+
+# --------------------------------------------------------------------------- the JSON codec
+def entity_to_json(entity: Entity) -> str:
+    """The one JSON form of an entity: ``{"user":"alice","client-id":null}``.
+
+    Raw names, ``null`` for the default, types in the order user, client-id, ip, compact and
+    not ASCII-escaped: canonical, so equal entities give equal text (the sandbox keys rows by
+    it). The export format, the audit log, quota snapshots and page links all use it."""
+    return json.dumps(entity.as_dict(), ensure_ascii=False, separators=(",", ":"))
+
+
+def entity_from_json(value: str | Mapping[str, Any] | list) -> Entity:
+    """Read :func:`entity_to_json`'s form (as text or already parsed). The older
+    ``[["user","alice"],["client-id",null]]`` form of sandbox files and audit logs is read too.
+    Raises :class:`EntityError` for anything else."""
+    try:
+        obj = json.loads(value) if isinstance(value, str) else value
+    except ValueError as exc:
+        raise EntityError(f"{value!r} is not an entity in JSON: expected an object such as "
+                          f'{{"user":"alice","client-id":null}} ({exc}).') from None
+    if isinstance(obj, Mapping):
+        return Entity.from_mapping(obj)
+    if isinstance(obj, list) and all(isinstance(p, list) and len(p) == 2 for p in obj):
+        return Entity.from_pairs((t, n) for t, n in obj)
+    raise EntityError(f"{value!r} is not an entity in JSON: expected an object such as "
+                      f'{{"user":"alice","client-id":null}}.')

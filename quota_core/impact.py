@@ -25,6 +25,7 @@ from .bulk import bulk_resolve
 from .entities import CLIENT_ID, IP, USER, Entity
 from .errors import ConcurrentChange, ParseError
 from .keys import CLIENT_KEYS, IP_KEYS
+from .ladder import on_ladder
 from .resolution import ANONYMOUS, resolve_ip
 from .units import format_quota
 
@@ -172,31 +173,8 @@ def parse_clients_csv(text: str) -> list[tuple[str, str]]:
 
 
 def could_affect(entity: Entity, user: str, client_id: str) -> bool:
-    """Whether ``entity`` is on the ladder of client ``(user, client_id)`` at all."""
-    d = entity.as_dict()
-    if IP in d:
-        return False
-    if USER in d and d[USER] is not None and d[USER] != user:
-        return False
-    if CLIENT_ID in d and d[CLIENT_ID] is not None and d[CLIENT_ID] != client_id:
-        return False
-    return True
-
-
-def _matcher(entity: Entity):
-    """``could_affect`` for one entity, with its names looked up once."""
-    d = entity.as_dict()
-    if IP in d:
-        return lambda u, c: False
-    user = d.get(USER) if USER in d else None
-    cid = d.get(CLIENT_ID) if CLIENT_ID in d else None
-    if user is not None and cid is not None:
-        return lambda u, c: u == user and c == cid
-    if user is not None:
-        return lambda u, c: u == user
-    if cid is not None:
-        return lambda u, c: c == cid
-    return lambda u, c: True
+    """Whether Kafka consults ``entity`` for client ``(user, client_id)`` at all."""
+    return on_ladder(entity)(user, client_id)
 
 
 def client_impact(before: QuotaSet, after: QuotaSet, clients: Sequence[tuple[str, str]],
@@ -207,7 +185,7 @@ def client_impact(before: QuotaSet, after: QuotaSet, clients: Sequence[tuple[str
     (with :func:`quota_core.bulk.bulk_resolve`), so this stays fast for big sets."""
     import numpy as np
 
-    matchers = [_matcher(e) for e in changed if not e.is_ip]
+    matchers = [on_ladder(e) for e in changed if not e.is_ip]
     unique = list(dict.fromkeys(clients))
     candidates = [(u, c) for u, c in unique if any(m(u, c) for m in matchers)]
     if not candidates:

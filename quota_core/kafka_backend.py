@@ -24,26 +24,21 @@ logs request bodies, which for SASL/PLAIN contain the password).
 from __future__ import annotations
 
 import logging
-import math
 import ssl
 import threading
 import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-import kafka.errors as Errors
-from kafka.net.manager import KafkaConnectionManager
-from kafka.net.selector import NetworkSelector
-from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
-from kafka.protocol.metadata import MetadataRequest
-
 from .alterations import AlterOutcome, Alteration, EntityResult, Op
 from .backend import ClusterInfo, QuotaBackend, QuotaSet
 from .entities import Entity
-from .errors import (AlterationError, AuthenticationFailed, ConfigError, ConnectionFailed,
-                     EntityError, FilterError, NotAuthorized, Problem, QuotaError,
-                     RequestRejected, UnsupportedBroker)
+from .errors import (AuthenticationFailed, ConfigError, ConnectionFailed, EntityError,
+                     FilterError, NotAuthorized, QuotaError, RequestRejected, UnsupportedBroker)
 from .filters import EntityFilter
+from .keys import same_value
+from .kafka_wire import (AlterClientQuotasRequest, DescribeClientQuotasRequest, Errors,
+                         KafkaConnectionManager, MetadataRequest, NetworkSelector)
 from .kafka_config import KafkaClientConfig, client_config, load_command_config
 
 __all__ = ["KafkaBackend", "check_quota_apis"]
@@ -136,16 +131,10 @@ def _entity_key(pairs) -> frozenset:
     return frozenset((p.entity_type, p.entity_name) for p in pairs)
 
 
-def _same(a: float | None, b: float | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return a == b or (math.isnan(a) and math.isnan(b))
-
-
 def _visible(ops: Sequence[Op], current: Mapping[str, float]) -> bool:
     """Whether a describe shows the effect of ``ops`` (the last op per key wins)."""
     final = {op.key: op.value for op in ops}
-    return all(_same(current.get(key), value) for key, value in final.items())
+    return all(same_value(current.get(key), value) for key, value in final.items())
 
 
 class KafkaBackend(QuotaBackend):
@@ -440,16 +429,9 @@ class KafkaBackend(QuotaBackend):
 
     def alter(self, alterations: Sequence[Alteration],
               validate_only: bool = False) -> AlterOutcome:
+        # An entity given twice is sent as it is: the broker applies the first alteration and
+        # answers once for the entity, with an error (the sandbox does the same).
         alterations = list(alterations)
-        seen: set[Entity] = set()
-        for alteration in alterations:
-            if alteration.entity in seen:
-                message = (f"{alteration.entity} appears twice in one request: a broker would "
-                           f"apply the first and reject the second. Merge its changes into one "
-                           f"alteration.")
-                raise AlterationError(message, problems=[Problem(message,
-                                                                 entity=alteration.entity)])
-            seen.add(alteration.entity)
         if not alterations:
             return AlterOutcome((), validate_only)
         entry_cls = AlterClientQuotasRequest.EntryData
@@ -468,7 +450,7 @@ class KafkaBackend(QuotaBackend):
         response = self._call(make, action)
         answers = {_entity_key(entry.entity): entry for entry in response.entries}
         results = []
-        for alteration in alterations:
+        for alteration in {a.entity: a for a in alterations}.values():
             entry = answers.get(frozenset(alteration.entity.parts))
             if entry is None:
                 results.append(EntityResult(alteration.entity, "The broker did not answer for "
@@ -483,7 +465,8 @@ class KafkaBackend(QuotaBackend):
             else:
                 results.append(EntityResult(alteration.entity))
         if not validate_only:
-            self._await_propagation([a for a, r in zip(alterations, results) if r.ok and a.ops])
+            distinct = {a.entity: a for a in alterations}.values()
+            self._await_propagation([a for a, r in zip(distinct, results) if r.ok and a.ops])
         return AlterOutcome(tuple(results), validate_only)
 
     def _await_propagation(self, applied: Sequence[Alteration]) -> None:

@@ -19,6 +19,7 @@ __all__ = [
     "keys_for",
     "format_value",
     "json_number",
+    "same_value",
     "NON_FINITE",
 ]
 
@@ -102,3 +103,10 @@ def json_number(value: float) -> float | int | str:
     if not math.isfinite(value):
         return format_value(value)
     return int(value) if value.is_integer() and abs(value) < 2**63 else value
+
+
+def same_value(a: float | None, b: float | None) -> bool:
+    """Equal quota values, where NaN equals NaN (a broker stores NaN) and None is "not set"."""
+    if a is None or b is None:
+        return a is b
+    return a == b or (math.isnan(a) and math.isnan(b))

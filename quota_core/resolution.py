@@ -1,28 +1,9 @@
 """Which quota applies to a client, and why (ClientQuotaManager's default callback).
 
-Each quota key is resolved on its own: for a client with user U and client-id C, the first
-rung of the ladder below that has *that key* wins. The rung also decides the bucket (the
-metric tags): who shares the allowance.
-
-====  ==========================================  ===============================
-rung  entity                                      bucket: one per
-====  ==========================================  ===============================
-1     {user=U, client-id=C}                       (user, client-id)
-2     {user=U, client-id=<default>}               (user, client-id)
-3     {user=U}                                    user
-4     {user=<default>, client-id=C}               (user, client-id)
-5     {user=<default>, client-id=<default>}       (user, client-id)
-6     {user=<default>}                            user
-7     {client-id=C}                               client-id
-8     {client-id=<default>}                       client-id
-====  ==========================================  ===============================
-
-No rung → unlimited. For ip: {ip=X}, then {ip=<default>}.
-
-An empty client id (or user) narrows the ladder: Kafka's ``findQuota`` consults the
-(user, client-id) rungs only when both are non-empty. With an empty client id only rungs 3 and
-6 apply (an entry at 2, 5 or 8 never limits it); with an empty user only 7 and 8; with both
-empty, nothing (ClientQuotaManager.DefaultQuotaCallback, checked on a 4.3 broker).
+Each quota key is resolved on its own down the ladder of :mod:`quota_core.ladder` (the one
+definition of rungs, buckets and the empty-name narrowing); this module adds the
+explanation: every rung with what it holds, which keys it wins and which it shadows.
+For ip: {ip=X}, then {ip=<default>}.
 """
 from __future__ import annotations
 
@@ -31,6 +12,8 @@ from typing import Mapping
 
 from .entities import CLIENT_ID, IP, USER, Entity
 from .keys import CLIENT_KEYS, IP_KEYS
+from . import ladder
+from .ladder import CLIENT_BUCKET, LADDER, PAIR, USER_BUCKET, Rung, active_levels
 
 __all__ = [
     "ANONYMOUS",
@@ -50,48 +33,6 @@ __all__ = [
 
 #: The user principal of a client that did not authenticate.
 ANONYMOUS = "ANONYMOUS"
-
-NAME, DEFAULT, ABSENT = "name", "default", "absent"
-
-
-@dataclass(frozen=True, slots=True)
-class Rung:
-    level: int
-    user: str      # NAME / DEFAULT / ABSENT
-    client_id: str
-    #: Whose allowance it is: "user+client-id", "user" or "client-id".
-    bucket: str
-
-    def entity_for(self, user: str, client_id: str) -> Entity:
-        pairs = []
-        if self.user != ABSENT:
-            pairs.append((USER, user if self.user == NAME else None))
-        if self.client_id != ABSENT:
-            pairs.append((CLIENT_ID, client_id if self.client_id == NAME else None))
-        return Entity(tuple(pairs))
-
-    @property
-    def pattern(self) -> str:
-        """``{user=U, client-id=<default>}``: the rung as the docs print it."""
-        parts = []
-        if self.user != ABSENT:
-            parts.append(f"user={'U' if self.user == NAME else '<default>'}")
-        if self.client_id != ABSENT:
-            parts.append(f"client-id={'C' if self.client_id == NAME else '<default>'}")
-        return "{" + ", ".join(parts) + "}"
-
-
-LADDER: tuple[Rung, ...] = (
-    Rung(1, NAME, NAME, "user+client-id"),
-    Rung(2, NAME, DEFAULT, "user+client-id"),
-    Rung(3, NAME, ABSENT, "user"),
-    Rung(4, DEFAULT, NAME, "user+client-id"),
-    Rung(5, DEFAULT, DEFAULT, "user+client-id"),
-    Rung(6, DEFAULT, ABSENT, "user"),
-    Rung(7, ABSENT, NAME, "client-id"),
-    Rung(8, ABSENT, DEFAULT, "client-id"),
-)
-
 
 @dataclass(frozen=True, slots=True)
 class Client:
@@ -197,27 +138,16 @@ class Resolution:
         return {k: r.value for k, r in self.keys.items() if r.value is not None}
 
 
-def active_levels(user: str, client_id: str) -> frozenset[int]:
-    """The rungs Kafka consults for this client: all eight only when both names are non-empty."""
-    if user and client_id:
-        return frozenset(range(1, 9))
-    if user:
-        return frozenset({3, 6})
-    if client_id:
-        return frozenset({7, 8})
-    return frozenset()
-
-
 def ladder_entities(user: str, client_id: str) -> list[tuple[Rung, Entity]]:
-    return [(rung, rung.entity_for(user, client_id)) for rung in LADDER]
+    return [(r, r.entity_for(user, client_id)) for r in ladder.LADDER]
 
 
 def _bucket(kind: str, user: str, client_id: str) -> Bucket:
-    if kind == "user+client-id":
+    if kind == PAIR:
         return Bucket(kind, ((USER, user), (CLIENT_ID, client_id)))
-    if kind == "user":
+    if kind == USER_BUCKET:
         return Bucket(kind, ((USER, user), (CLIENT_ID, "")))
-    return Bucket("client-id", ((USER, ""), (CLIENT_ID, client_id)))
+    return Bucket(CLIENT_BUCKET, ((USER, ""), (CLIENT_ID, client_id)))
 
 
 def resolve(quotas: Mapping[Entity, Mapping[str, float]], user: str | None = None,
@@ -231,7 +161,7 @@ def resolve(quotas: Mapping[Entity, Mapping[str, float]], user: str | None = Non
     u, c = client.user, client.client_id
     rungs = ladder_entities(u, c)  # type: ignore[arg-type]
     held = [quotas.get(entity) or {} for _, entity in rungs]
-    active = active_levels(u, c)  # type: ignore[arg-type]
+    active = ladder.active_levels(u, c)  # type: ignore[arg-type]
     results: dict[str, KeyResolution] = {}
     for key in keys:
         for (rung, entity), q in zip(rungs, held):
@@ -240,7 +170,7 @@ def resolve(quotas: Mapping[Entity, Mapping[str, float]], user: str | None = Non
                                              _bucket(rung.bucket, u, c))  # type: ignore[arg-type]
                 break
         else:
-            results[key] = KeyResolution(key, None, None, None, _bucket("client-id", u, c))  # type: ignore[arg-type]
+            results[key] = KeyResolution(key, None, None, None, _bucket(CLIENT_BUCKET, u, c))  # type: ignore[arg-type]
     steps = []
     for (rung, entity), q in zip(rungs, held):
         wins = tuple(k for k in keys if results[k].level == rung.level)
@@ -288,13 +218,13 @@ def resolve_values(quotas: Mapping[Entity, Mapping[str, float]], user: str | Non
     """The lean per-pair resolver: ``{key: (value, level) or None}``. No explanation."""
     u = ANONYMOUS if user is None else user
     c = "" if client_id is None else client_id
-    held = [quotas.get(e) for _, e in ladder_entities(u, c)]
-    active = active_levels(u, c)
+    active = ladder.active_levels(u, c)
+    held = [(r.level, quotas.get(e)) for r, e in ladder_entities(u, c) if r.level in active]
     out: dict[str, tuple[float, int] | None] = {}
     for key in keys:
         out[key] = None
-        for level, q in enumerate(held, start=1):
-            if level in active and q and key in q:
+        for level, q in held:
+            if q and key in q:
                 out[key] = (q[key], level)
                 break
     return out

@@ -7,7 +7,7 @@ mode), so a request is applied whole or not at all, never interleaved with anoth
 """
 from __future__ import annotations
 
-import json
+import socket
 import sqlite3
 import threading
 import time
@@ -17,16 +17,27 @@ from typing import Sequence
 
 from .alterations import AlterOutcome, Alteration, EntityResult
 from .backend import ClusterInfo, QuotaBackend, QuotaSet
-from .entities import Entity
+from .entities import Entity, entity_from_json, entity_to_json
 from .errors import ConnectionFailed
 from .filters import EntityFilter, filter_quotas
-from .validation import _java_entity, broker_rejection, host_resolves
+from .validation import _java_entity, broker_rejection, is_ip_literal
 
-__all__ = ["SandboxBackend"]
+__all__ = ["SandboxBackend", "host_resolves"]
+
+
+def host_resolves(name: str) -> bool:
+    """What the broker's ``InetAddress.getByName`` accepts: an ip literal or a resolvable host."""
+    if is_ip_literal(name):
+        return True
+    try:
+        socket.getaddrinfo(name, None)
+        return True
+    except (OSError, UnicodeError):
+        return False
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS quotas (
-    entity TEXT NOT NULL,   -- canonical JSON [[type, name-or-null], ...]
+    entity TEXT NOT NULL,   -- entities.entity_to_json (older files: [[type, name], ...])
     key    TEXT NOT NULL,
     value  TEXT NOT NULL,   -- repr() of the float: SQLite REAL would turn NaN into NULL
     PRIMARY KEY (entity, key)
@@ -35,13 +46,15 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
-def _encode(entity: Entity) -> str:
-    return json.dumps([list(p) for p in entity.parts], ensure_ascii=False,
-                      separators=(",", ":"))
-
-
-def _decode(text: str) -> Entity:
-    return Entity(tuple((t, n) for t, n in json.loads(text)))
+def _migrate_legacy_keys(conn: sqlite3.Connection) -> None:
+    """Rewrite rows keyed by the older ``[[type, name], ...]`` entity form to
+    :func:`entity_to_json`'s (inside a write transaction: reads never write)."""
+    legacy = conn.execute("SELECT entity, key, value FROM quotas WHERE entity LIKE '[%'").fetchall()
+    if legacy:
+        conn.execute("DELETE FROM quotas WHERE entity LIKE '[%'")
+        conn.executemany("INSERT OR REPLACE INTO quotas VALUES (?, ?, ?)",
+                         ((entity_to_json(entity_from_json(raw)), key, value)
+                          for raw, key, value in legacy))
 
 
 def _set_wal(conn: sqlite3.Connection, deadline: float) -> None:
@@ -106,7 +119,7 @@ class SandboxBackend(QuotaBackend):
             for raw, key, value in rows:
                 entity = decoded.get(raw)
                 if entity is None:
-                    entity = decoded[raw] = _decode(raw)
+                    entity = decoded[raw] = entity_from_json(raw)
                 quotas.setdefault(entity, {})[key] = float(value)
             self._cache = (version, quotas)
             return quotas
@@ -125,6 +138,7 @@ class SandboxBackend(QuotaBackend):
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 try:
+                    _migrate_legacy_keys(self._conn)
                     for alteration in alterations:
                         results[alteration.entity] = self._alter_one(alteration, seen,
                                                                      validate_only)
@@ -147,11 +161,11 @@ class SandboxBackend(QuotaBackend):
             return EntityResult(entity, f"Ignoring duplicate entity {_java_entity(entity)}",
                                 "INVALID_REQUEST")
         seen.add(entity)
-        error = broker_rejection(alteration, self._resolvable)
+        error = broker_rejection(alteration, resolvable=self._resolvable)
         if error:
             return EntityResult(entity, error, "INVALID_REQUEST")
         if not validate_only:
-            raw = _encode(entity)
+            raw = entity_to_json(entity)
             for op in alteration.ops:
                 if op.value is None:
                     self._conn.execute("DELETE FROM quotas WHERE entity=? AND key=?",
@@ -169,7 +183,7 @@ class SandboxBackend(QuotaBackend):
                 self._conn.execute("DELETE FROM quotas")
                 self._conn.executemany(
                     "INSERT INTO quotas VALUES (?, ?, ?)",
-                    ((_encode(e), k, repr(float(v))) for e, q in quotas.items()
+                    ((entity_to_json(e), k, repr(float(v))) for e, q in quotas.items()
                      for k, v in q.items()))
                 self._conn.execute("COMMIT")
             except BaseException:

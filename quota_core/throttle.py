@@ -5,10 +5,16 @@ A broker measures each bucket's rate over ``quota.window.num`` (11) samples of
 sample lengths, i.e. 10 s. When the rate exceeds the quota it delays the client by
 ``(observed - quota) / quota * window``: long enough that the average comes back to the
 quota. Byte-rate throttles are not capped; request and connection throttles are capped at
-one sample window.
+one sample window. Kafka rounds half up (``Math.round``), not to even as Python's ``round``.
+
+``controller_mutation_rate`` is different: a token bucket (ControllerMutationQuotaManager)
+holding up to ``rate × samples × window`` tokens. A topic or partition mutation over quota is
+*rejected* (THROTTLING_QUOTA_EXCEEDED), not delayed; the client is told to wait
+``-tokens / rate × 1000`` ms (:func:`mutation_throttle_ms`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .keys import QUOTA_KEYS
@@ -20,6 +26,8 @@ __all__ = [
     "rate_window_ms",
     "throttle_time_ms",
     "estimate_throttle",
+    "round_half_up",
+    "mutation_throttle_ms",
 ]
 
 DEFAULT_SAMPLES = 11
@@ -43,12 +51,25 @@ def rate_window_ms(elapsed_ms: float | None = None, samples: int = DEFAULT_SAMPL
     return float(elapsed_ms)
 
 
+def round_half_up(x: float) -> int:
+    """Java's ``Math.round``: ``floor(x + 0.5)`` (2.5 → 3, where Python's round gives 2)."""
+    return math.floor(x + 0.5)
+
+
+def mutation_throttle_ms(tokens: float, rate: float) -> int:
+    """How long a broker asks a client to wait after a rejected mutation: while the token
+    bucket is negative, ``-tokens / rate × 1000`` ms, rounded half up; else 0."""
+    if not tokens < 0 or not rate > 0:
+        return 0
+    return round_half_up(-tokens / rate * 1000)
+
+
 def throttle_time_ms(observed: float, quota: float, window_ms: float = 10_000,
                      cap_ms: float | None = None) -> int:
     """``round((observed - quota) / quota * window_ms)``, 0 when not over, optionally capped."""
     if not observed > quota:  # also False for NaN quotas: a NaN bound never throttles
         return 0
-    throttle = int(round((observed - quota) / quota * window_ms))
+    throttle = round_half_up((observed - quota) / quota * window_ms)
     if cap_ms is not None:
         throttle = min(throttle, int(cap_ms))
     return max(throttle, 0)

@@ -7,7 +7,11 @@ import re
 from .errors import ParseError
 from .keys import QUOTA_KEYS, format_value
 
-__all__ = ["parse_byte_rate", "parse_quota_value", "format_bytes", "format_quota"]
+__all__ = ["parse_byte_rate", "parse_quota_value", "format_bytes", "format_quota",
+           "format_exact", "format_editable"]
+
+#: Binary units, largest first: the one table every formatter here uses.
+_BINARY = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
 
 _UNITS = {
     "": 1, "b": 1,
@@ -60,7 +64,7 @@ def format_bytes(value: float) -> str:
     if math.isnan(value) or math.isinf(value):
         return format_value(value)
     # A binary unit only where it reads exactly (1 MiB, 1.5 MiB), else decimal (1.95 MB).
-    for size, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+    for size, unit in _BINARY:
         if size <= value < 1024 * size and (value / size * 100).is_integer():
             return f"{_short(value / size)} {unit}"
     for size, unit in ((10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "kB")):
@@ -88,3 +92,28 @@ def format_quota(key: str, value: float | None) -> str:
     if spec.unit == "%":
         return f"{format_value(value)}% of a thread"
     return f"{format_value(value)} {spec.unit}"
+
+
+def format_exact(key: str, value: float) -> str:
+    """``8,388,608 bytes/s``: the exact number with the key's unit."""
+    spec = QUOTA_KEYS.get(key)
+    unit = spec.unit if spec else ""
+    if float(value).is_integer() and abs(value) < 1e18:
+        number = f"{int(value):,}"
+    else:
+        number = format_value(value)
+    return f"{number} {unit}".strip()
+
+
+def format_editable(key: str, value: float | None) -> str:
+    """A value as an edit box pre-fills it: exact, and read back the same by
+    :func:`parse_quota_value` (``8MiB`` where exact in a binary unit)."""
+    if value is None:
+        return ""
+    spec = QUOTA_KEYS.get(key)
+    if spec is not None and spec.is_byte_rate and float(value).is_integer():
+        for size, unit in _BINARY:
+            if value >= size and value % size == 0:
+                return f"{int(value // size)}{unit}"
+        return str(int(value))
+    return format_value(value)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
-import socket
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Sequence
 
 from .alterations import Alteration
 from .entities import IP, Entity
@@ -25,7 +24,6 @@ __all__ = [
     "broker_rejection",
     "is_ip_literal",
     "canonical_ip",
-    "host_resolves",
 ]
 
 
@@ -42,17 +40,6 @@ def canonical_ip(name: str) -> str | None:
     if not is_ip_literal(name):
         return None
     return str(ipaddress.ip_address(name))
-
-
-def host_resolves(name: str) -> bool:
-    """What the broker's ``InetAddress.getByName`` accepts: an ip literal or a resolvable host."""
-    if is_ip_literal(name):
-        return True
-    try:
-        socket.getaddrinfo(name, None)
-        return True
-    except (OSError, UnicodeError):
-        return False
 
 
 def _value_problem(entity: Entity, key: str, value: float) -> str | None:
@@ -145,9 +132,13 @@ def validate_alterations(alterations: Sequence[Alteration]) -> None:
         raise AlterationError(message, problems=problems)
 
 
-def broker_rejection(alteration: Alteration,
-                     resolvable: Callable[[str], bool] = host_resolves) -> str | None:
+def broker_rejection(alteration: Alteration, *,
+                     resolvable: Callable[[str], bool]) -> str | None:
     """The error a Kafka 4.x controller gives this entity's alteration, or None if accepted.
+
+    ``resolvable(name)`` answers whether an ip entity's name is an address or a host the
+    broker's ``InetAddress.getByName`` resolves: a DNS lookup, so the caller (a backend)
+    brings it and this stays pure (the sandbox passes :func:`quota_core.sandbox.host_resolves`).
 
     Mirrors ClientQuotaControlManager: duplicate keys reject the entity; entity checks; key
     and value checks for *set* ops only (a remove is never validated); NaN passes every check

@@ -120,6 +120,10 @@ def fixed_steps() -> list[Step]:
         Step("alter", (a(E(user="u", client_id=None), s("producer_byte_rate", 1.0),
                          Op.remove("producer_byte_rate")),
                        a(E(user="u"), s("producer_byte_rate", 1.0)))),
+        # The same entity twice in one request: the first applied, one result with the error.
+        Step("alter", (a(E(user="twice"), s("producer_byte_rate", 1.0)),
+                       a(E(client_id="once"), s("producer_byte_rate", 2.0)),
+                       a(E(user="twice"), s("consumer_byte_rate", 3.0)))),
         # Brokers accept NaN for every key and +infinity for double keys (we refuse both
         # client-side; the sandbox must still model the broker).
         Step("alter", (a(E(client_id="nan"), s("producer_byte_rate", math.nan),

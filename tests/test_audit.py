@@ -34,7 +34,7 @@ def test_record_fields():
     r = _record(now=when)
     assert r.ts == "2026-01-02T03:04:05.678Z"
     assert r.actor == "jdoe" and r.action == "alter" and r.outcome == "applied"
-    assert r.entity == [["user", "alice"], ["client-id", None]]
+    assert r.entity == {"user": "alice", "client-id": None}
     assert r.entity_text == "{user=alice, client-id=<default>}"
     assert r.entity_obj() == Entity.of(user="alice", client_id=None)
     assert r.ops == [{"key": "producer_byte_rate", "value": 2048},

@@ -298,3 +298,17 @@ def test_unreachable_cluster_banner(page, tmp_path):
         expect(page.get_by_text("No changes have been applied from this console yet.")).to_be_visible()
     finally:
         _stop_group(proc)
+
+
+def test_deep_link_as_the_first_request_to_a_fresh_server(page, app_url):
+    # A fresh server's first request opens a page other than the default: Streamlit runs
+    # pages/browse.py on its own, and the page hands over to app.py's navigation (public API).
+    page.goto(f"{app_url}/browse")
+    settle(page)
+    expect(page.get_by_role("heading", name="Browse quotas")).to_be_visible()
+    nav = page.get_by_test_id("stSidebarNav")
+    expect(nav).to_contain_text("Resolve & explain")
+    expect(nav).to_contain_text("Audit log")
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("13 quota entries")
+    assert page.url.rstrip("/").endswith("/browse")
+    shot(page, "deep-link-browse.png")

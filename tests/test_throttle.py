@@ -4,6 +4,7 @@ import math
 import pytest
 
 from quota_core import estimate_throttle, rate_window_ms, throttle_time_ms
+from quota_core.throttle import mutation_throttle_ms
 from quota_core.units import format_bytes, parse_byte_rate
 
 
@@ -75,3 +76,23 @@ def test_signed_and_special_byte_rates_parse_so_validation_can_refuse_them(text)
     problems = alteration_problems(Alteration(Entity.of(user="a"),
                                               (Op("producer_byte_rate", value),)))
     assert len(problems) == 1
+
+
+@pytest.mark.parametrize("observed, quota, window, expected", [
+    (1000.25, 1000.0, 10_000, 3),  # exactly 2.5 ms: Java's Math.round gives 3, Python's round 2
+    (1024.375, 1024.0, 4096, 2),   # exactly 1.5 ms → 2 either way
+    (1024.5, 1024.0, 9216, 5),     # exactly 4.5 ms → 5 (half up), not 4 (half to even)
+])
+def test_throttle_rounds_half_up_as_kafka(observed, quota, window, expected):
+    assert throttle_time_ms(observed, quota, window) == expected
+
+
+@pytest.mark.parametrize("tokens, rate, expected", [
+    (-5.0, 10.0, 500),      # 5 tokens owed at 10/s: wait 500 ms
+    (-0.0025, 1.0, 3),      # exactly 2.5 ms rounds half up
+    (0.0, 10.0, 0),         # not negative: no wait
+    (3.0, 10.0, 0),
+    (float("nan"), 10.0, 0),
+])
+def test_mutation_throttle_is_a_token_bucket(tokens, rate, expected):
+    assert mutation_throttle_ms(tokens, rate) == expected

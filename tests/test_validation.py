@@ -3,6 +3,7 @@ import math
 
 import pytest
 
+from quota_core.sandbox import host_resolves
 from quota_core import (Alteration, AlterationError, Entity, EntityError, Op,
                         alteration_problems, broker_rejection, validate_alterations)
 
@@ -116,12 +117,13 @@ def test_entity_rules(pairs, message):
      "no-such-host.invalid is not a valid IP or resolvable host."),
 ])
 def test_broker_rules(entity, ops, error):
-    assert broker_rejection(Alteration(entity, tuple(ops))) == error
+    assert broker_rejection(Alteration(entity, tuple(ops)), resolvable=host_resolves) == error
 
 
 def test_broker_rejects_duplicate_keys():
     assert broker_rejection(Alteration(ALICE, (Op("producer_byte_rate", 1.0),
-                                               Op("producer_byte_rate", None)))) is not None
+                                               Op("producer_byte_rate", None))),
+                            resolvable=host_resolves) is not None
 
 
 def test_long_max_as_typed_is_accepted():

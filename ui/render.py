@@ -12,7 +12,7 @@ from quota_core.browse import ALL_KEYS, DEFAULT_LABEL
 from quota_core.entities import Entity
 from quota_core.keys import QUOTA_KEYS, format_value
 from quota_core.resolution import LADDER, Resolution
-from quota_core.units import format_bytes
+from quota_core.units import format_bytes, format_editable, format_exact
 
 __all__ = ["exact_text", "short_value", "editable_text", "entity_text", "entity_html",
            "ladder_html", "KEY_ORDER", "BUCKET_WORDS"]
@@ -33,29 +33,9 @@ _HEAD = ("padding:6px 10px;border-bottom:2px solid #9aa0a6;text-align:left;font-
          "background:#fafafa;")
 
 
-def exact_text(key: str, value: float) -> str:
-    """``8,388,608 bytes/s`` — the exact number with the key's unit."""
-    spec = QUOTA_KEYS.get(key)
-    unit = spec.unit if spec else ""
-    if float(value).is_integer() and abs(value) < 1e18:
-        number = f"{int(value):,}"
-    else:
-        number = format_value(value)
-    return f"{number} {unit}".strip()
-
-
-def editable_text(key: str, value: float | None) -> str:
-    """A value as the Edit form pre-fills it: exact, and parseable back by
-    :func:`quota_core.parse_quota_value` (``8MiB`` when exact in binary units)."""
-    if value is None:
-        return ""
-    spec = QUOTA_KEYS.get(key)
-    if spec is not None and spec.is_byte_rate and float(value).is_integer():
-        for size, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-            if value >= size and value % size == 0:
-                return f"{int(value // size)}{unit}"
-        return str(int(value))
-    return format_value(value)
+#: The core's formatters, under the names the pages use.
+exact_text = format_exact
+editable_text = format_editable
 
 
 def _name_html(name: str | None) -> str:

@@ -208,19 +208,13 @@ def _under_apptest() -> bool:
         return False
 
 
-def _leave_old_multipage_mode() -> bool:
-    """Make Streamlit run ``app.py`` (and its st.navigation) from now on; True if done.
+def _hand_over_to_app() -> None:
+    """Switch Streamlit to ``st.navigation`` mode (the public call does it) and rerun, so the
+    next run is ``app.py``'s, on the same URL and so the same page."""
+    from .nav import app_pages
 
-    This is what ``st.navigation`` itself does (``PagesManager.uses_pages_directory =
-    False``); it only has not happened yet when the first request of the process asked for
-    a page other than the default one.
-    """
-    try:
-        from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:  # a Streamlit without it: render the page on its own
-        return False
-    PagesManager.uses_pages_directory = False
-    return True
+    st.navigation(app_pages(access_policy(dict(os.environ), secrets_dict())), position="hidden")
+    st.rerun()
 
 
 def context() -> PageContext:
@@ -229,14 +223,14 @@ def context() -> PageContext:
     Streamlit sometimes runs a page file without the entry script: because a folder named
     ``pages/`` sits next to ``app.py``, a fresh server starts in Streamlit's old multipage
     mode, and stays there if its first request opens a page other than the default one
-    (``AppTest`` does the same on every rerun). In a real session we switch to
-    ``st.navigation`` mode and rerun, so ``app.py`` draws the sidebar and the navigation;
+    (``AppTest`` does the same on every rerun). In a real session we hand over to
+    ``app.py``'s navigation (public API only), so it draws the sidebar and the navigation;
     under AppTest the page builds the sidebar and banner itself.
     """
     if st.session_state.pop(_FRESH_KEY, False) and _CTX_KEY in st.session_state:
         return st.session_state[_CTX_KEY]
-    if not _under_apptest() and _leave_old_multipage_mode():
-        st.rerun()
+    if not _under_apptest():
+        _hand_over_to_app()
     try:
         st.set_page_config(page_title="Quota console", page_icon=":material/speed:",
                            layout="wide")

@@ -1,7 +1,9 @@
-"""The Edit page's two backend calls, in order: preview (validate only) and the guarded apply.
+"""The one apply workflow: preview, guarded apply, read-back and audit.
 
-Thin glue over quota_core: :func:`preview` is ``checked_alter(validate_only=True)`` plus the
-diff and the client impact; :func:`apply_change` re-reads the entity, refuses with
+Every writer goes through here (the Edit page, the CLI's alter and import, plan/apply), so
+all of them validate the same way, refuse the same concurrent changes and write the same
+audit log. :func:`preview` is ``checked_alter(validate_only=True)`` plus the diff and the
+client impact; :func:`apply_change` re-reads the entity, refuses with
 :class:`~quota_core.errors.ConcurrentChange` if it moved since the form was loaded, applies,
 reads the result back, and appends the audit record.
 """
@@ -11,11 +13,11 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from quota_core.alterations import AlterOutcome, Alteration, apply_ops
-from quota_core.audit import AuditLog, AuditRecord, new_record
-from quota_core.backend import QuotaBackend, checked_alter
-from quota_core.errors import BackendError
-from quota_core.impact import (ClientChange, KeyChange, apply_alteration, client_impact,
+from .alterations import AlterOutcome, Alteration, apply_ops
+from .audit import AuditLog, AuditRecord, new_record
+from .backend import QuotaBackend, checked_alter
+from .errors import BackendError
+from .impact import (ClientChange, KeyChange, apply_alteration, client_impact,
                                entity_diff, ensure_unchanged, ip_impact)
 
 __all__ = ["Preview", "Applied", "preview", "apply_change", "read_back"]

@@ -1,0 +1,54 @@
+"""The one module that reaches into kafka-python's internals (its asyncio-free network layer
+and protocol classes), for API keys 48/49, which librdkafka lacks.
+
+kafka-python 3.0.12 is pinned (requirements.txt): these are not its public API, and
+tests/test_kafka_wire.py fails loudly, naming what moved, when an upgrade changes them.
+:mod:`quota_core.kafka_backend` imports kafka-python only through here.
+
+Start-up matters (a CLI round trip is mostly imports), so the package ``__init__`` of
+kafka-python, which imports its consumer, producer and admin client (about 40 % of its import
+time, none of it used here), is deferred: ``kafka`` is registered without running it, and the
+first use of anything it defines (``from kafka import KafkaProducer`` in other code) runs it
+then. Nothing changes for code that needs the whole package.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+
+#: The kafka-python release these internals were written against.
+KAFKA_PYTHON_VERSION = "3.0.12"
+
+__all__ = ["KAFKA_PYTHON_VERSION", "Errors", "KafkaConnectionManager", "NetworkSelector",
+           "AlterClientQuotasRequest", "DescribeClientQuotasRequest", "MetadataRequest"]
+
+
+def _register_package_lazily() -> None:
+    if "kafka" in sys.modules:
+        return
+    spec = importlib.util.find_spec("kafka")
+    if spec is None or spec.loader is None or not spec.submodule_search_locations:
+        return  # not installed as a package: the imports below fail with the plain error
+    package = importlib.util.module_from_spec(spec)
+
+    def __getattr__(name: str):
+        # Something outside the network layer needs the package itself: run its __init__.
+        del package.__dict__["__getattr__"]
+        spec.loader.exec_module(package)  # type: ignore[union-attr]
+        return getattr(package, name)
+
+    package.__getattr__ = __getattr__  # type: ignore[attr-defined]
+    sys.modules["kafka"] = package
+    # What kafka/__init__.py does besides imports: keep its log records off stderr.
+    logging.getLogger("kafka").addHandler(logging.NullHandler())
+
+
+_register_package_lazily()
+
+import kafka.errors as Errors  # noqa: E402
+from kafka.net.manager import KafkaConnectionManager  # noqa: E402
+from kafka.net.selector import NetworkSelector  # noqa: E402
+from kafka.protocol.admin import (AlterClientQuotasRequest,  # noqa: E402
+                                  DescribeClientQuotasRequest)
+from kafka.protocol.metadata import MetadataRequest  # noqa: E402

@@ -1,0 +1,68 @@
+"""kafka-python's internals, used only through quota_core.kafka_wire, are where we expect them.
+
+These are not kafka-python's public API. When an upgrade moves any of them, this fails first,
+naming what moved, instead of the backend failing obscurely on a real cluster.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+from quota_core import kafka_wire
+
+# Every internal name kafka_backend touches: (object, attribute).
+USED = [
+    (kafka_wire.KafkaConnectionManager, name) for name in (
+        "bootstrap_async", "broker_version_data", "close", "cluster", "get_connection",
+        "least_loaded_node", "send", "wait_for")
+] + [
+    (kafka_wire.NetworkSelector, name) for name in ("close", "run", "sleep", "start", "stop")
+] + [
+    (kafka_wire.Errors, name) for name in (
+        "IncompatibleBrokerVersion", "KafkaConnectionError", "KafkaError", "KafkaTimeoutError",
+        "NodeNotReadyError", "RequestTimedOutError", "SaslAuthenticationFailedError",
+        "IllegalSaslStateError", "UnsupportedSaslMechanismError", "InvalidReceiveError",
+        "for_code")
+] + [
+    (kafka_wire.DescribeClientQuotasRequest, "ComponentData"),
+    (kafka_wire.AlterClientQuotasRequest, "EntryData"),
+]
+
+
+def test_the_pinned_kafka_python_is_installed():
+    installed = importlib.metadata.version("kafka-python")
+    assert installed == kafka_wire.KAFKA_PYTHON_VERSION, (
+        f"kafka-python {installed} is installed but quota_core.kafka_wire was written against "
+        f"{kafka_wire.KAFKA_PYTHON_VERSION}: re-check every name in tests/test_kafka_wire.py, "
+        f"then update KAFKA_PYTHON_VERSION and requirements.txt together.")
+
+
+@pytest.mark.parametrize("owner, name", USED, ids=[f"{getattr(o, '__name__', o)}.{n}"
+                                                   for o, n in USED])
+def test_internal_name_exists(owner, name):
+    instance_attrs = {"cluster", "broker_version_data"}  # set in __init__
+    if name in instance_attrs:
+        assert name in inspect.getsource(owner.__init__), f"{owner.__name__}.{name} moved"
+    else:
+        assert hasattr(owner, name), f"{getattr(owner, '__name__', owner)}.{name} moved"
+
+
+def test_constructor_keywords_still_accepted():
+    params = inspect.signature(kafka_wire.KafkaConnectionManager.__init__).parameters
+    assert "net" in params or len(params) >= 2
+    selector = inspect.signature(kafka_wire.NetworkSelector.__init__).parameters
+    assert "client_id" in selector or any(p.kind is p.VAR_KEYWORD for p in selector.values())
+
+
+def test_the_package_init_is_deferred_but_still_works():
+    code = ("import sys, quota_core.kafka_wire;"
+            "print('kafka.consumer' in sys.modules);"
+            "from kafka import KafkaProducer;"
+            "print(KafkaProducer.__name__, 'kafka.consumer' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    assert out == ["False", "KafkaProducer", "True"]
