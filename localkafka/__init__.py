@@ -1,17 +1,18 @@
 """Run a real single-node Apache Kafka broker on 127.0.0.1 for tests, benchmarks and the demo.
 
 No Docker and no fakes: the pinned Kafka jars are fetched from Maven Central once
-(:func:`ensure_jars`) and the broker runs as a plain JVM (:class:`LocalBroker`).
+(:func:`ensure_jars`) and the broker runs as a plain JVM (:class:`LocalBroker`), with the
+Prometheus JMX exporter agent serving its client-quota metrics at ``LocalBroker.metrics_url``.
 ``python -m localkafka up|down|status`` manages a long-lived broker for ``make``.
 """
 
 from .broker import ADMIN, DEFAULT_USERS, LocalBroker, free_port
 from .daemon import ensure_running, running_broker, stop_running
 from .errors import LocalBrokerError
-from .jars import KAFKA_VERSION, config_command_argv, ensure_jars, tool_argv
+from .jars import KAFKA_VERSION, config_command_argv, ensure_jars, ensure_metrics_agent, tool_argv
 
 __all__ = [
     "ADMIN", "DEFAULT_USERS", "KAFKA_VERSION", "LocalBroker", "LocalBrokerError",
-    "config_command_argv", "ensure_jars", "ensure_running", "free_port",
+    "config_command_argv", "ensure_jars", "ensure_metrics_agent", "ensure_running", "free_port",
     "running_broker", "stop_running", "tool_argv",
 ]

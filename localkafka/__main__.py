@@ -1,7 +1,8 @@
 """``python -m localkafka up|down|status|client-config|fetch``: a local broker for make targets.
 
-``up`` prints progress on stderr and the bootstrap address as the last stdout line,
-so ``BOOTSTRAP=$(python -m localkafka up | tail -n1)`` works in a Makefile.
+``up`` prints progress on stderr and, on stdout, ``metrics http://127.0.0.1:PORT/metrics``
+(the broker's Prometheus endpoint) followed by the bootstrap address as the last line, so
+``BOOTSTRAP=$(python -m localkafka up | tail -n1)`` works in a Makefile.
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
                                                 timeout=args.timeout, progress=_progress)
             if not started:
                 _progress(f"already running on {bootstrap}")
+            attached = LocalBroker.attach(args.dir)
+            if attached is not None and attached.metrics_url:
+                print(f"metrics {attached.metrics_url}", flush=True)
+            else:  # a broker started by an older localkafka, before the metrics agent
+                _progress("this broker runs without the metrics agent; restart it (down, then up) to get one")
             print(bootstrap, flush=True)
         elif args.cmd == "down":
             _progress("stopped the broker" if stop_running(args.dir) else "no broker was running")
@@ -59,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             users = ",".join(broker.users) if broker.sasl else "-"
             print(f"running {broker.bootstrap} pid={broker.pid} sasl={broker.sasl} users={users} "
                   f"dir={broker.workdir} log={broker.log_path}")
+            print(f"metrics {broker.metrics_url or '- (started without the metrics agent)'}")
         elif args.cmd == "client-config":
             attached = LocalBroker.attach(args.dir)
             if attached is None or not attached.running():

@@ -4,6 +4,11 @@ Tests, benchmarks and the demo talk to a genuine broker so that quota behaviour
 (throttling, authorization of quota APIs) is Kafka's own, not an imitation.
 The broker runs from the jars fetched by :func:`localkafka.jars.ensure_jars`;
 each start formats fresh storage, so every broker begins with an empty cluster.
+
+Every broker also runs the Prometheus JMX exporter java agent with
+``scripts/kafka/jmx-quota-rules.yaml``, serving the client-quota metrics (per-bucket
+byte rate, throttle time, ...) at :attr:`LocalBroker.metrics_url` on 127.0.0.1: the live
+view reads what a production cluster exports, not a number we compute ourselves.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from types import TracebackType
 from typing import Any
 
 from .errors import LocalBrokerError
-from .jars import BROKER_LOG4J, FAST_JVM_OPTS, ensure_jars, java_bin, tool_argv
+from .jars import (BROKER_LOG4J, FAST_JVM_OPTS, METRICS_RULES, ensure_jars, ensure_metrics_agent,
+                   java_bin, tool_argv)
 
 ADMIN = "admin"
 #: Users created (as SCRAM-SHA-256 credentials) on a SASL broker; all but ``admin`` are ordinary.
@@ -110,6 +116,9 @@ class LocalBroker:
 
     ``detached=True`` is for brokers that must outlive this Python process (the CLI's
     ``up``); otherwise the broker is killed by the kernel if the starting thread dies.
+
+    ``metrics_rules`` is the JMX exporter rules file (default: our client-quota rules);
+    another rule set, e.g. the exporter project's Kafka example, shows what those export.
     """
 
     def __init__(
@@ -121,8 +130,15 @@ class LocalBroker:
         users: Mapping[str, str] | None = None,
         overrides: Mapping[str, str] | None = None,
         detached: bool = False,
+        metrics_rules: Path | str | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         self.workdir = Path(workdir).resolve()
+        # A fixed metrics port (with a fixed ``port``) lets a restarted broker keep its URLs.
+        self._requested_metrics_port = metrics_port
+        self.metrics_rules = Path(metrics_rules or METRICS_RULES).resolve()
+        #: Port of the metrics agent's HTTP endpoint (127.0.0.1); None until started.
+        self.metrics_port: int | None = None
         self.sasl = sasl
         self.detached = detached
         self.overrides: dict[str, str] = dict(overrides or {})
@@ -169,6 +185,15 @@ class LocalBroker:
         if self.port is None:
             raise LocalBrokerError("broker has no port yet: call start() first")
         return f"{HOST}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://127.0.0.1:PORT/metrics`` of the JMX exporter agent (Prometheus text format).
+
+        None before :meth:`start`, and for a broker recorded by an older localkafka
+        that ran without the agent.
+        """
+        return None if self.metrics_port is None else f"http://{HOST}:{self.metrics_port}/metrics"
 
     @property
     def ordinary_users(self) -> list[str]:
@@ -347,9 +372,9 @@ class LocalBroker:
         attempts = 1 if self._requested_port else 3
         for attempt in range(1, attempts + 1):
             self.port = self._requested_port or free_port()
-            self.controller_port = free_port()
-            while self.controller_port == self.port:
-                self.controller_port = free_port()
+            self.controller_port = self._other_free_port(self.port)
+            self.metrics_port = self._requested_metrics_port or \
+                self._other_free_port(self.port, self.controller_port)
             self.cluster_id = new_cluster_id()
             try:
                 self._write_properties()
@@ -360,7 +385,8 @@ class LocalBroker:
                     for user in self.ordinary_users:
                         self.grant_all(user)
             except LocalBrokerError:
-                clash = "Address already in use" in self.log_errors(limit=50)
+                # A clash on the metrics port is reported by the agent on the JVM's stderr.
+                clash = "Address already in use" in self.log_errors(limit=50) + _tail_file(self.out_path, 40)
                 self.stop()
                 if clash and attempt < attempts and time.monotonic() < deadline:
                     log.info("port clash on %s, retrying with new ports", self.port)
@@ -373,9 +399,23 @@ class LocalBroker:
         self._write_state()
         return self.bootstrap
 
+    @staticmethod
+    def _other_free_port(*taken: int | None) -> int:
+        port = free_port()
+        while port in taken:
+            port = free_port()
+        return port
+
+    def metrics_agent_arg(self) -> str:
+        """``-javaagent:JAR=127.0.0.1:PORT:RULES``: the agent binds loopback only (its default is 0.0.0.0)."""
+        if not self.metrics_rules.is_file():
+            raise LocalBrokerError(f"metrics rules file {self.metrics_rules} does not exist")
+        return f"-javaagent:{ensure_metrics_agent()}={HOST}:{self.metrics_port}:{self.metrics_rules}"
+
     def _launch(self, libs: Path) -> None:
         argv = [
             java_bin(), "-Xmx512m", "-Xms64m", *FAST_JVM_OPTS,
+            self.metrics_agent_arg(),
             "-Djava.awt.headless=true",
             "-Djava.net.preferIPv4Stack=true",  # plain AF_INET sockets: `ss` shows 127.0.0.1, not ::ffff:
             f"-Dlog4j2.configurationFile={BROKER_LOG4J}",
@@ -499,6 +539,7 @@ class LocalBroker:
             self._proc.wait()  # reap
         self._proc = None
         self.pid = None
+        self.metrics_port = None
         state = self.workdir / STATE_FILE
         if state.is_file():
             state.unlink(missing_ok=True)
@@ -533,6 +574,7 @@ class LocalBroker:
         state = {
             "pid": self.pid, "bootstrap": self.bootstrap, "port": self.port,
             "controller_port": self.controller_port, "cluster_id": self.cluster_id,
+            "metrics_port": self.metrics_port, "metrics_url": self.metrics_url,
             "sasl": self.sasl, "workdir": str(self.workdir), "users": self.users,
         }
         path = self.workdir / STATE_FILE
@@ -554,6 +596,7 @@ class LocalBroker:
         broker = cls(workdir, sasl=bool(state["sasl"]), port=int(state["port"]),
                      users=state.get("users") or None, detached=True)
         broker.controller_port = state.get("controller_port")
+        broker.metrics_port = state.get("metrics_port")  # absent: started before the metrics agent
         broker.cluster_id = state["cluster_id"]
         broker.pid = int(state["pid"])
         return broker

@@ -1,8 +1,8 @@
 """A long-lived local broker shared across commands (``make kafka-up``, ``make run``).
 
 The broker's workdir (default ``<repo>/.cache/local-broker``) doubles as its state
-directory: ``state.json`` there records pid, bootstrap, SASL flag and users, so a
-later command can find, reuse or stop the broker started by an earlier one.
+directory: ``state.json`` there records pid, bootstrap, metrics URL, SASL flag and users,
+so a later command can find, reuse or stop the broker started by an earlier one.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def ensure_running(
         broker = LocalBroker(directory, sasl=sasl, port=port, detached=True)
         progress(f"starting {'SASL' if sasl else 'PLAINTEXT'} Kafka broker in {directory}")
         broker.start(timeout=timeout)
-        progress(f"broker pid {broker.pid} ready on {broker.bootstrap} (log: {broker.log_path})")
+        progress(f"broker pid {broker.pid} ready on {broker.bootstrap}, metrics on {broker.metrics_url} "
+                 f"(log: {broker.log_path})")
         return broker.bootstrap, True
 
 

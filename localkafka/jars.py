@@ -2,7 +2,9 @@
 
 Kafka is not installed on the machine: the broker and its tools are plain jars
 from Maven Central, fetched once by ``mvn`` (the pom in ``scripts/kafka``) into
-``.cache/kafka-<version>/libs`` under the repo root and reused afterwards.
+``.cache/kafka-<version>/libs`` under the repo root and reused afterwards. The
+Prometheus JMX exporter agent every local broker runs with comes the same way
+(``scripts/kafka/metrics-agent-pom.xml`` into ``.cache/kafka-<version>/agent``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import LocalBrokerError
@@ -20,6 +23,10 @@ KAFKA_VERSION = "4.3.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS_DIR = REPO_ROOT / "scripts" / "kafka"
 POM = SCRIPTS_DIR / "pom.xml"
+AGENT_POM = SCRIPTS_DIR / "metrics-agent-pom.xml"
+AGENT_PREFIX = "jmx_prometheus_javaagent-"
+#: The rules the metrics agent exports with (client-quota MBeans only); see the file itself.
+METRICS_RULES = SCRIPTS_DIR / "jmx-quota-rules.yaml"
 TOOLS_LOG4J = SCRIPTS_DIR / "log4j2-tools.properties"
 BROKER_LOG4J = SCRIPTS_DIR / "log4j2-broker.properties"
 
@@ -41,39 +48,62 @@ def _tail(text: str, lines: int = 40) -> str:
 def ensure_jars() -> Path:
     """Return the directory holding the Kafka jars, fetching them with mvn if needed.
 
-    A marker file (holding the pom's hash) is written only after a complete copy,
-    so an interrupted download or an edited pom is fetched again; an exclusive
-    file lock keeps two processes (e.g. parallel test sessions) from fetching at once.
+    Also fetches the metrics java agent (:func:`ensure_metrics_agent`), so ``make jars``
+    leaves everything a broker needs in the cache. A marker file (holding the pom's hash)
+    is written only after a complete copy, so an interrupted download or an edited pom is
+    fetched again; an exclusive file lock keeps two processes (e.g. parallel test sessions)
+    from fetching at once.
     """
+    libs = _fetch(POM, "libs", "Kafka jars",
+                  lambda jars: any(j.name.startswith("kafka_2.13-") for j in jars))
+    ensure_metrics_agent()
+    return libs
+
+
+def ensure_metrics_agent() -> Path:
+    """The Prometheus JMX exporter java agent jar, fetched with mvn once (own pom, own dir).
+
+    It lives in ``.cache/kafka-<version>/agent``, not in ``libs``: it is loaded with
+    ``-javaagent`` and must not join the broker's classpath.
+    """
+    agent = _fetch(AGENT_POM, "agent", "the Prometheus JMX exporter agent",
+                   lambda jars: any(j.name.startswith(AGENT_PREFIX) for j in jars))
+    found = sorted(agent.glob(f"{AGENT_PREFIX}*.jar"))
+    if not found:  # the marker is there but someone emptied the directory
+        raise LocalBrokerError(f"no {AGENT_PREFIX}*.jar in {agent}; delete {cache_dir()} and run 'make jars'")
+    return found[-1]
+
+
+def _fetch(pom: Path, name: str, what: str, complete: Callable[[list[Path]], bool]) -> Path:
+    """``mvn dependency:copy-dependencies`` of ``pom`` into ``cache_dir()/name``, once per pom hash."""
     base = cache_dir()
-    libs, marker = base / "libs", base / "libs.complete"
-    want = hashlib.sha256(POM.read_bytes()).hexdigest()
+    dest, marker = base / name, base / f"{name}.complete"
+    want = hashlib.sha256(pom.read_bytes()).hexdigest()
     if marker.is_file() and marker.read_text().strip() == want:
-        return libs
+        return dest
     base.mkdir(parents=True, exist_ok=True)
     with open(base / "fetch.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if marker.is_file() and marker.read_text().strip() == want:
-            return libs  # another process finished the fetch while we waited
+            return dest  # another process finished the fetch while we waited
         mvn = shutil.which("mvn")
         if mvn is None:
-            raise LocalBrokerError("Maven ('mvn') is not on PATH; it is needed once to fetch the Kafka jars")
+            raise LocalBrokerError(f"Maven ('mvn') is not on PATH; it is needed once to fetch {what}")
         marker.unlink(missing_ok=True)
-        shutil.rmtree(libs, ignore_errors=True)
-        cmd = [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(POM), "dependency:copy-dependencies",
-               f"-DoutputDirectory={libs}", "-DincludeScope=runtime"]
+        shutil.rmtree(dest, ignore_errors=True)
+        cmd = [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(pom), "dependency:copy-dependencies",
+               f"-DoutputDirectory={dest}", "-DincludeScope=runtime"]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         except subprocess.TimeoutExpired as exc:
-            raise LocalBrokerError(f"mvn timed out fetching Kafka jars:\n{_tail(str(exc.stdout or ''))}") from exc
-        jars = list(libs.glob("*.jar"))
-        if proc.returncode != 0 or not any(j.name.startswith("kafka_2.13-") for j in jars):
+            raise LocalBrokerError(f"mvn timed out fetching {what}:\n{_tail(str(exc.stdout or ''))}") from exc
+        if proc.returncode != 0 or not complete(list(dest.glob("*.jar"))):
             raise LocalBrokerError(
-                f"mvn failed to fetch Kafka jars (exit {proc.returncode}): {' '.join(cmd)}\n"
+                f"mvn failed to fetch {what} (exit {proc.returncode}): {' '.join(cmd)}\n"
                 f"{_tail(proc.stdout + proc.stderr)}"
             )
         marker.write_text(want + "\n")
-    return libs
+    return dest
 
 
 def java_bin() -> str:

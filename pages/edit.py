@@ -12,11 +12,14 @@ from quota_core import (Entity, alteration_problems, diff_alteration, format_quo
                         parse_quota_value)
 from quota_core.entities import CLIENT_ID, DEFAULT_TEXT, IP, USER, entity_from_json, entity_to_json
 from quota_core.errors import ConcurrentChange, EntityError, QuotaError
-from quota_core.impact import parse_clients_csv
+from quota_core.impact import ANY_OTHER, parse_clients_csv
+from quota_core.live import clients_seen
+from quota_core.units import format_rate
 from quota_core.keys import QUOTA_KEYS, keys_for
 from quota_core.workflow import apply_change, preview
 from ui.render import KEY_ORDER, editable_text, exact_text
-from ui.session import context, registry
+from ui.live import feed
+from ui.session import context, registry, secrets_dict
 
 CLIENT, IPKIND = "user / client-id", "ip"
 PART_MODES = {"name": "a name", "default": "the default", "none": "not part of the entity"}
@@ -227,8 +230,13 @@ if upload is not None:
 
 if st.button("Preview", key="ed_preview_btn", type="secondary", icon=":material/visibility:"):
     try:
-        known = ctx.snapshot.known_clients() + uploaded
-        ss["ed_preview"] = preview(backend, ctx.snapshot.quotas, alteration, before, known)
+        live, _ = feed(secrets_dict())
+        frame = live.latest() if live is not None else None
+        series = list(frame.series) if frame is not None else None
+        known = ctx.snapshot.known_clients() + uploaded + (
+            clients_seen(series, ANY_OTHER) if series else [])
+        ss["ed_preview"] = preview(backend, ctx.snapshot.quotas, alteration, before, known,
+                                   series)
         ss.pop("ed_conflict", None)
     except QuotaError as exc:
         st.error(f"Preview failed: {exc}")
@@ -242,7 +250,7 @@ if pv is None or pv.alteration != alteration:
 
 with st.container(border=True):
     if pv.accepted:
-        st.success(f"The cluster accepts this change (validated only, nothing written).",
+        st.success("The cluster accepts this change (validated only, nothing written).",
                    icon=":material/fact_check:")
     else:
         for r in pv.outcome.failed:
@@ -266,6 +274,19 @@ with st.container(border=True):
         st.markdown(f"No {who}s change their effective quota "
                     f"({pv.clients_checked:,} checked): the change is shadowed, or no known "
                     f"client resolves through this entity.")
+    if pv.traffic:
+        moved = [c for c in pv.traffic if c.verdict in ("newly throttled", "freed")]
+        st.markdown(f"**At today's rates** (live metrics): {len(pv.traffic):,} bucket"
+                    f"{'' if len(pv.traffic) == 1 else 's'} the brokers report change quota; "
+                    f"{sum(c.verdict == 'newly throttled' for c in moved)} would be newly "
+                    f"throttled, {sum(c.verdict == 'freed' for c in moved)} freed.")
+        st.dataframe([{"broker": c.after.broker, "type": c.after.quota_type,
+                       "bucket": ", ".join(f"{t}={n}" for t, n in c.after.bucket.items()
+                                           if n is not None),
+                       "rate now": format_rate(c.after.key, c.after.rate),
+                       "quota before → after": f"{format_quota(c.after.key, c.before.quota)} → "
+                                               f"{format_quota(c.after.key, c.after.quota)}",
+                       "verdict": c.verdict} for c in pv.traffic[:500]], hide_index=True)
 
 conflict = ss.get("ed_conflict")
 if conflict is not None:

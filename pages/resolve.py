@@ -13,6 +13,7 @@ from quota_core.errors import QuotaError
 from quota_core.keys import QUOTA_KEYS
 from ui.render import (BUCKET_WORDS, KEY_ORDER, entity_text, exact_text, ladder_html,
                        short_value)
+from ui.live_panel import live_panel
 from ui.session import context
 
 ctx = context()
@@ -84,6 +85,10 @@ for col, key in zip(cols, keys):
             st.caption(f"**level {r.level}** · `{entity_text(r.source)}`  \n"
                        f"{exact}shared by {BUCKET_WORDS.get(r.bucket.kind, 'this ip')}")
 
+# -- live: what the brokers measure for this client's buckets ---------------------------------
+if not resolution.client.is_ip:
+    live_panel(resolution, keys, quotas)
+
 # -- the ladder -------------------------------------------------------------------------------
 st.subheader("The ladder for this client")
 st.html(ladder_html(resolution, keys))
@@ -109,7 +114,7 @@ with st.expander("Share or change this"):
                              query_params={"entity": entity_to_json(step.entity)})
 
 # -- observed rates -> estimated throttle ------------------------------------------------------
-with st.expander("Observed rates → estimated throttle"):
+with st.expander("Observed rates → estimated throttle (by hand)"):
     st.caption("Give what a broker measures for this client's bucket (per broker, per second; "
                "byte rates take units such as 12MB or 3MiB). The broker delays the client by "
                "(observed − quota) / quota × the 10 s window.")

@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print every quota entry as a JSON or YAML document")
     mode.add_argument("--import", dest="import_file", metavar="FILE",
                       help="apply a JSON/YAML export (merge; with --replace make it exact)")
+    mode.add_argument("--throttled", action="store_true",
+                      help="every bucket the brokers throttle now (needs --metrics), worst "
+                           "first, with the entry that sets its quota")
     where = p.add_argument_group("where the quotas live (one of)")
     where.add_argument("--bootstrap-server", metavar="HOST:PORT", help="a Kafka cluster")
     where.add_argument("--command-config", metavar="FILE",
@@ -101,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="check the alteration with the backend, change nothing")
     alt.add_argument("--replace", action="store_true",
                      help="import: also remove entries the file does not have")
+    live = p.add_argument_group("live throttling (broker metrics)")
+    live.add_argument("--metrics", metavar="URL[,URL...]",
+                      help="Prometheus endpoints of the brokers' JMX exporter (LABEL=URL to name "
+                           "a broker); --resolve then shows rate vs quota per broker")
+    live.add_argument("--above", type=float, metavar="PCT",
+                      help="--throttled: also buckets running at or above PCT %% of their quota")
     p.add_argument("--output", choices=("text", "json"), default="text")
     return p
 
@@ -173,6 +182,7 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
             raise UsageError(f"--ip {name!r} is not an IP address: connection quotas apply to "
                              f"addresses. Give one, e.g. --ip 192.0.2.10.")
     quotas = backend.describe()
+    live, failed = _live_rows(args, quotas, err)
     resolutions = []
     for combo in _combinations(choices):
         names = dict(combo)
@@ -180,11 +190,39 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
             resolutions.append(resolve_ip(quotas, names[IP]))  # type: ignore[arg-type]
         else:
             resolutions.append(resolve(quotas, names.get(USER), names.get(CLIENT_ID)))
-    out.write(output.format_resolutions(resolutions, args.output))
+    out.write(output.format_resolutions(resolutions, args.output, live))
     if args.output == "text":
         for note in dict.fromkeys(n for r in resolutions for n in r.client.assumptions()):
             err.write(f"note: {note}\n")
-    return 0
+    return 1 if failed else 0
+
+
+def _live_rows(args: argparse.Namespace, quotas, err: TextIO):
+    """Scrape every --metrics endpoint and join with the ladder: ``(rows or None, failed)``.
+    An endpoint that fails gets one line on stderr; the others still answer."""
+    if not args.metrics:
+        return None, False
+    from .collector import parse_endpoints
+    from .live import join_usage
+    from .metrics import scrape
+
+    series, failed = [], False
+    for endpoint in parse_endpoints(args.metrics):
+        try:
+            series.extend(scrape(endpoint.url, endpoint.label, timeout=args.timeout))
+        except QuotaError as exc:
+            err.write(f"{PROG}: {exc}\n")
+            failed = True
+    return join_usage(series, quotas), failed
+
+
+def run_throttled(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
+                  err: TextIO) -> int:
+    from .live import throttled_rows
+
+    rows, failed = _live_rows(args, backend.describe(), err)
+    out.write(output.format_throttled(throttled_rows(rows or [], args.above), args.output))
+    return 1 if failed else 0
 
 
 def _report(outcome, err: TextIO) -> int:
@@ -278,6 +316,15 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError("--validate-only goes with --alter or --import.")
     if args.strict and not args.describe:
         raise UsageError("--strict goes with --describe.")
+    if args.throttled and not args.metrics:
+        raise UsageError("--throttled needs --metrics URL[,URL...]: the brokers' Prometheus "
+                         "endpoints (python -m localkafka status prints a local broker's).")
+    if args.metrics and not (args.resolve or args.throttled):
+        raise UsageError("--metrics goes with --resolve or --throttled.")
+    if args.above is not None and not args.throttled:
+        raise UsageError("--above goes with --throttled.")
+    if args.above is not None and not (math.isfinite(args.above) and args.above >= 0):
+        raise UsageError(f"--above {args.above:g}: give a percentage of the quota, e.g. 80.")
     if args.replace and not args.import_file:
         raise UsageError("--replace goes with --import.")
     if (args.export or args.import_file) and (args.names or args.defaults or args.user
@@ -287,7 +334,7 @@ def _check_flags(args: argparse.Namespace) -> None:
     if not (math.isfinite(args.timeout) and 0 < args.timeout <= 3600):
         raise UsageError(f"--timeout {args.timeout:g}: give a number of seconds between 0 and "
                          f"3600.")
-    read_only = args.describe or args.resolve or args.export
+    read_only = args.describe or args.resolve or args.export or args.throttled
     if args.sandbox and read_only and not Path(args.sandbox).exists():
         raise UsageError(f"No sandbox file at {args.sandbox}: it is created by --alter or "
                          f"--import. Check the path.")
@@ -297,6 +344,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    words = list(sys.argv[1:] if argv is None else argv)
+    from . import configs_compat  # kafka-configs.sh's quota forms (issue 11)
+    if configs_compat.is_configs_command(words):
+        return configs_compat.main(words, out, err)
+    if words and words[0] in SUBCOMMANDS:
+        return _subcommand(words[0], words[1:], out, err)
     parser = build_parser()
     try:
         # argparse prints --help and usage errors itself: send them to out / err too.
@@ -312,6 +365,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
                 return run_describe(backend, args, out)
             if args.resolve:
                 return run_resolve(backend, args, out, err)
+            if args.throttled:
+                return run_throttled(backend, args, out, err)
             if args.alter:
                 return run_alter(backend, args, out, err)
             if args.export:
@@ -333,6 +388,18 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return 1
     except BrokenPipeError:
         return 0
+
+
+#: Commands with their own flags: name -> (module, what it does).
+SUBCOMMANDS = {"collect": (".collect_cli", "scrape broker metrics and snapshot quotas into a "
+                                           "usage history")}
+
+
+def _subcommand(name: str, argv: list[str], out: TextIO, err: TextIO) -> int:
+    import importlib
+
+    module = importlib.import_module(SUBCOMMANDS[name][0], __package__)
+    return module.main(argv, out, err)
 
 
 def main_entry() -> None:

@@ -15,7 +15,9 @@ Everything the library, the CLI, the pages and the backends raise on purpose der
     │   ├── NotAuthorized        the principal lacks an ACL (names the operation and resource)
     │   ├── UnsupportedBroker    broker too old for the client-quota APIs (keys 48/49)
     │   ├── ConfigError          a client-properties file we cannot use
-    │   └── RequestRejected      the broker refused a whole request (e.g. a filter)
+    │   ├── RequestRejected      the broker refused a whole request (e.g. a filter)
+    │   ├── MetricsError         a metrics endpoint unreachable, or its text unreadable
+    │   └── SinkError            the collector's output (folder or topic) refused a write
     └── ConcurrentChange         an entity changed between reading and writing it
 
 Messages name the input, the rule that was broken, and how to fix it.
@@ -38,6 +40,8 @@ __all__ = [
     "UnsupportedBroker",
     "ConfigError",
     "RequestRejected",
+    "MetricsError",
+    "SinkError",
     "ConcurrentChange",
     "Problem",
 ]
@@ -109,6 +113,17 @@ class ConfigError(BackendError):
 
 class RequestRejected(BackendError):
     """The broker refused the request as a whole; the message is the broker's reason."""
+
+
+class MetricsError(BackendError):
+    """A broker's metrics endpoint could not be fetched, or what it served is not Prometheus text.
+
+    Raised by :mod:`quota_core.metrics`; ``context`` carries the ``url`` (or ``broker`` label).
+    """
+
+
+class SinkError(BackendError):
+    """The collector could not write its output (a Parquet folder or a Kafka topic)."""
 
 
 class ConcurrentChange(QuotaError):

@@ -256,6 +256,26 @@ class KafkaClientConfig:
                       ssl_crlfile=self.ssl_crlfile, ssl_check_hostname=self.ssl_check_hostname)
         return kw
 
+    def librdkafka_config(self) -> dict[str, object]:
+        """The same settings for a confluent-kafka (librdkafka) client."""
+        conf: dict[str, object] = {"security.protocol": self.security_protocol.lower()}
+        if self.client_id:
+            conf["client.id"] = self.client_id
+        if self.uses_sasl:
+            conf.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.username,
+                         "sasl.password": self.password})
+        if self.uses_ssl:
+            for key, value in (("ssl.ca.location", self.ssl_cafile),
+                               ("ssl.certificate.location", self.ssl_certfile),
+                               ("ssl.key.location", self.ssl_keyfile),
+                               ("ssl.key.password", self.ssl_password),
+                               ("ssl.crl.location", self.ssl_crlfile)):
+                if value:
+                    conf[key] = value
+            if not self.ssl_check_hostname:
+                conf["ssl.endpoint.identification.algorithm"] = "none"
+        return conf
+
     def __repr__(self) -> str:
         who = f", username={self.username!r}" if self.username else ""
         mech = f", sasl_mechanism={self.sasl_mechanism!r}" if self.sasl_mechanism else ""

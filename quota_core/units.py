@@ -8,7 +8,7 @@ from .errors import ParseError
 from .keys import QUOTA_KEYS, format_value
 
 __all__ = ["parse_byte_rate", "parse_quota_value", "format_bytes", "format_quota",
-           "format_exact", "format_editable"]
+           "format_exact", "format_editable", "format_rate"]
 
 #: Binary units, largest first: the one table every formatter here uses.
 _BINARY = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
@@ -117,3 +117,22 @@ def format_editable(key: str, value: float | None) -> str:
                 return f"{int(value // size)}{unit}"
         return str(int(value))
     return format_value(value)
+
+
+def format_rate(key: str, value: float | None) -> str:
+    """A *measured* rate for people, in the unit of the key's quota and three significant
+    digits: ``1.32 MiB/s``, ``1.51% of a thread``, ``0.02 mutations/s``."""
+    if value is None:
+        return "—"
+    spec = QUOTA_KEYS.get(key)
+    if math.isnan(value) or spec is None:
+        return format_value(value)
+    if spec.is_byte_rate:
+        for size, unit in _BINARY:
+            if value >= size:
+                return f"{_short(value / size)} {unit}/s"
+        return f"{_short(value)} B/s"
+    text = _short(value) if value >= 0.01 or value == 0 else f"{value:.1g}"
+    if spec.unit == "%":
+        return f"{text}% of a thread"
+    return f"{text} {spec.unit}"

@@ -10,13 +10,14 @@ reads the result back, and appends the audit record.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from .alterations import AlterOutcome, Alteration, apply_ops
 from .audit import AuditLog, AuditRecord, new_record
 from .backend import QuotaBackend, checked_alter
 from .errors import BackendError
+from .live import TrafficChange, traffic_impact
 from .impact import (ClientChange, KeyChange, apply_alteration, client_impact,
                                entity_diff, ensure_unchanged, ip_impact)
 
@@ -32,6 +33,9 @@ class Preview:
     diff: list[KeyChange]
     impact: list[ClientChange]
     clients_checked: int
+    #: Buckets the brokers report whose quota changes, judged at today's rates (empty without
+    #: live metrics).
+    traffic: list[TrafficChange] = field(default_factory=list)
 
     @property
     def accepted(self) -> bool:
@@ -48,8 +52,10 @@ class Applied:
 
 
 def preview(backend: QuotaBackend, quotas: Mapping, alteration: Alteration,
-            before: Mapping[str, float], clients: Sequence[tuple[str, str]]) -> Preview:
-    """Ask the backend to validate (nothing is written) and work out what would change."""
+            before: Mapping[str, float], clients: Sequence[tuple[str, str]],
+            series: Sequence | None = None) -> Preview:
+    """Ask the backend to validate (nothing is written) and work out what would change: for
+    the known clients, and (with the brokers' live ``series``) for the traffic seen now."""
     outcome = checked_alter(backend, [alteration], validate_only=True)
     after = apply_ops(before, alteration.ops)
     base = dict(quotas)
@@ -62,8 +68,9 @@ def preview(backend: QuotaBackend, quotas: Mapping, alteration: Alteration,
         impact = ip_impact(base, new, alteration.entity)
     else:
         impact = client_impact(base, new, clients, [alteration.entity])
+    traffic = traffic_impact(base, new, series) if series and not alteration.entity.is_ip else []
     return Preview(alteration, dict(before), after, outcome, entity_diff(before, after),
-                   impact, len(clients))
+                   impact, len(clients), traffic)
 
 
 def read_back(backend: QuotaBackend, alteration: Alteration, expected: Mapping[str, float],

@@ -9,16 +9,21 @@ Which backend:
 1. ``--sandbox PATH``: that sandbox file (seeded with the demo quotas when empty).
 2. ``QUOTA_BOOTSTRAP_SERVERS`` (+ ``QUOTA_COMMAND_CONFIG``) in the environment, or a
    ``[kafka]`` section in ``.streamlit/secrets.toml``: that cluster, untouched.
-3. Otherwise the local Kafka broker (``localkafka``, started if none is running), seeded with
-   the demo quotas when it has none.
+3. Otherwise the local Kafka broker (``localkafka up --sasl``, started if none is running),
+   seeded with the demo quotas when it has none, its metrics endpoint configured for live
+   throttling, and a bounded demo load (``scripts/demo_load.py``: real clients as the demo
+   users, some over quota) that stops when the dashboard stops. ``--no-load`` skips the load.
 
-Then it replaces itself with ``streamlit run app.py`` on 127.0.0.1, passing the choice to the
-app through environment variables (see ui/settings.py).
+Then it runs ``streamlit run app.py`` on 127.0.0.1, passing the choice to the app through
+environment variables (see ui/settings.py), and waits. Ctrl-C (or SIGTERM) stops the
+dashboard, the demo load, and the local broker if this run started it (a broker that was
+already running is left running).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tomllib
@@ -77,11 +82,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sandbox", type=Path, help="run on this sandbox file")
     parser.add_argument("--port", type=int, default=int(os.environ.get("QUOTA_PORT", "8501")))
     parser.add_argument("--no-seed", action="store_true", help="never seed demo quotas")
+    parser.add_argument("--no-load", action="store_true",
+                        help="no demo load on the local broker")
     parser.add_argument("--broker-dir", type=Path, default=None,
                         help="state folder of the local broker (default: localkafka's, "
                              ".cache/local-broker)")
     args = parser.parse_args(argv)
     env = dict(os.environ)
+    children: list[subprocess.Popen] = []
+    started_broker: list[str] | None = None
 
     try:
         if args.sandbox:
@@ -97,33 +106,74 @@ def main(argv: list[str] | None = None) -> int:
         else:
             # A separate `localkafka up` process starts the broker and exits, so the broker is
             # nobody's child here: streamlit (exec'd below) would never reap it when it stops.
-            up = [sys.executable, "-m", "localkafka", "up"]
-            if args.broker_dir:
-                up += ["--dir", str(args.broker_dir)]
-            done = subprocess.run(up, stdout=subprocess.PIPE, text=True, cwd=REPO)
+            up = [sys.executable, "-m", "localkafka", "up", "--sasl"]
+            dir_args = ["--dir", str(args.broker_dir)] if args.broker_dir else []
+            was_running = subprocess.run([sys.executable, "-m", "localkafka", "status",
+                                          *dir_args], cwd=REPO, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL).returncode == 0
+            done = subprocess.run(up + dir_args, stdout=subprocess.PIPE, text=True, cwd=REPO)
             if done.returncode != 0 or not done.stdout.strip():
                 raise SystemExit(f"run_dashboard: could not start the local broker "
                                  f"({' '.join(up[1:])} exited {done.returncode}; see above)")
-            bootstrap = done.stdout.strip().splitlines()[-1]
-            stop = (f"python -m localkafka down --dir {args.broker_dir}" if args.broker_dir
-                    else "make kafka-down")
-            say(f"local broker on {bootstrap} "
-                f"(stop it with: {stop})")
+            lines = done.stdout.strip().splitlines()
+            bootstrap = lines[-1]
+            metrics = next((line.split(" ", 1)[1] for line in lines
+                            if line.startswith("metrics ")), None)
+            if not was_running:
+                started_broker = [sys.executable, "-m", "localkafka", "down", *dir_args]
+            say(f"local broker on {bootstrap} " + (
+                "(Ctrl-C stops it)" if not was_running else
+                "(already running: left running on exit; stop it with make kafka-down)"))
+            broker_dir = args.broker_dir or REPO / ".cache" / "local-broker"
+            admin_config = broker_dir / "admin.properties"
+            # The admin's SCRAM password goes into a 0600 file, never onto a command line.
+            subprocess.run([sys.executable, "-m", "localkafka", "client-config",
+                            str(admin_config), *dir_args], cwd=REPO, check=True,
+                           stdout=subprocess.DEVNULL)
             env["QUOTA_BOOTSTRAP_SERVERS"] = bootstrap
+            env["QUOTA_COMMAND_CONFIG"] = str(admin_config)
             env.setdefault("QUOTA_CONNECTION_LABEL", LOCAL_LABEL)
-            with open_backend(bootstrap_servers=bootstrap) as backend:
+            if metrics:
+                env.setdefault("QUOTA_METRICS", f"local={metrics}")
+                say(f"live throttling from {metrics}")
+            with open_backend(bootstrap_servers=bootstrap,
+                              command_config=str(admin_config)) as backend:
                 if not args.no_seed:
                     seed_if_empty(backend, f"the local broker {bootstrap}")
+            if not args.no_load:
+                # It also asks the kernel to stop it should this process die (PR_SET_PDEATHSIG).
+                children.append(subprocess.Popen(
+                    [sys.executable, str(REPO / "scripts" / "demo_load.py"),
+                     *(["--broker-dir", str(args.broker_dir)] if args.broker_dir else [])],
+                    cwd=REPO))
+                say("demo load started: alice and bob over their quotas, others under")
     except QuotaError as exc:
         raise SystemExit(f"run_dashboard: {exc}") from exc
 
     cmd = [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"),
            "--server.address", "127.0.0.1", "--server.port", str(args.port),
            "--server.headless", "true", "--browser.gatherUsageStats", "false"]
-    say(f"dashboard on http://127.0.0.1:{args.port}")
-    os.chdir(REPO)
-    os.execve(sys.executable, cmd, env)
-    return 0  # not reached
+    say(f"dashboard on http://127.0.0.1:{args.port} (Ctrl-C stops it)")
+    # Ctrl-C reaches every process in the terminal's group; SIGTERM only this one: pass it on.
+    app = subprocess.Popen(cmd, env=env, cwd=REPO)
+    signal.signal(signal.SIGTERM, lambda *_: app.terminate())
+    try:
+        while True:
+            try:
+                return app.wait()
+            except KeyboardInterrupt:
+                app.send_signal(signal.SIGINT)
+    finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            try:
+                child.wait(15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        if started_broker:
+            say("stopping the local broker this run started")
+            subprocess.run(started_broker, cwd=REPO)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -81,7 +82,8 @@ def backend_env(request, tmp_path):
         with KafkaBackend(broker.bootstrap) as backend:
             _make_exactly(backend, demo_quotas())
         yield {"QUOTA_BOOTSTRAP_SERVERS": broker.bootstrap,
-               "QUOTA_CONNECTION_LABEL": "Local test broker"}, "kafka"
+               "QUOTA_CONNECTION_LABEL": "Local test broker",
+               "QUOTA_METRICS": f"local={broker.metrics_url}", "QUOTA_LIVE_EVERY": "2"}, "kafka"
         with KafkaBackend(broker.bootstrap) as backend:  # leave the shared broker clean
             _make_exactly(backend, {})
     else:
@@ -312,3 +314,53 @@ def test_deep_link_as_the_first_request_to_a_fresh_server(page, app_url):
     expect(page.get_by_test_id("stSidebar")).to_contain_text("13 quota entries")
     assert page.url.rstrip("/").endswith("/browse")
     shot(page, "deep-link-browse.png")
+
+
+def _over_quota_load(bootstrap: str, seconds: float) -> threading.Thread:
+    """An unauthenticated librdkafka producer at ~2 MiB/s: over the 1 MiB/s that the demo's
+    {user=<default>} gives user ANONYMOUS (level 6)."""
+    from confluent_kafka import Producer
+
+    def run() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "client.id": "browser-load",
+                             "linger.ms": 5})
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            for _ in range(20):
+                try:
+                    producer.produce("browser-load", b"x" * 10240)
+                except BufferError:
+                    break
+            producer.poll(0.1)
+        producer.flush(5)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_throttled_now_and_the_live_resolve_panel(page, app_url, backend_env):
+    settings, kind = backend_env
+    if kind != "kafka":
+        pytest.skip("live throttling needs the real broker's metrics")
+    load = _over_quota_load(settings["QUOTA_BOOTSTRAP_SERVERS"], seconds=40)
+    time.sleep(12)  # past the broker's 10 s rate window
+    page.goto(f"{app_url}/throttled")
+    settle(page)
+    main = page.get_by_test_id("stMain")
+    expect(main.get_by_role("heading", name="Throttled now")).to_be_visible()
+    table = page.get_by_test_id("stDataFrame").first
+    expect(table).to_contain_text("ANONYMOUS", timeout=20_000)
+    expect(table).to_contain_text("user=⟨default⟩")
+    expect(page.locator(".js-plotly-plot").first).to_be_visible()
+    expect(main).to_contain_text("Use of quota per bucket")
+    shot(page, "throttled-now.png")
+
+    page.goto(f"{app_url}/?user=ANONYMOUS&client_id=browser-load")
+    settle(page)
+    expect(main.get_by_text("Live: what the brokers measure")).to_be_visible()
+    expect(main.get_by_text("The client ids of user 'ANONYMOUS' share 1 MiB/s, set for "
+                            "{user=<default>} (level 6)")).to_be_visible(timeout=20_000)
+    expect(main.get_by_text("producer_byte_rate: rate vs quota")).to_be_visible()
+    shot(page, "resolve-live.png")
+    load.join(60)

@@ -375,7 +375,7 @@ def test_unusable_sandbox_exits_1(tmp_path, make):
 # -- usage errors (exit 2) -----------------------------------------------------------------
 
 @pytest.mark.parametrize("argv, message", [
-    ([], "one of the arguments --describe --resolve --alter --export --import is required"),
+    ([], "one of the arguments --describe --resolve --alter --export --import --throttled is required"),
     (["--describe"], "Say where the quotas live"),
     (["--describe", "--sandbox", "{store}", "--bootstrap-server", "h:9092"], "not both"),
     (["--describe", "--sandbox", "{store}", "--command-config", "x.properties"],

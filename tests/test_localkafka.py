@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -77,7 +78,25 @@ def test_plaintext_broker_answers_and_is_loopback_only(kafka_broker: LocalBroker
     assert [(b.host, b.port) for b in metadata.brokers.values()] == [("127.0.0.1", kafka_broker.port)]
     assert kafka_broker.bootstrap == f"127.0.0.1:{kafka_broker.port}"
     listening = _listening_sockets(kafka_broker.pid or 0)
-    assert listening == {("127.0.0.1", kafka_broker.port), ("127.0.0.1", kafka_broker.controller_port)}
+    assert listening == {("127.0.0.1", kafka_broker.port), ("127.0.0.1", kafka_broker.controller_port),
+                         ("127.0.0.1", kafka_broker.metrics_port)}  # the JMX exporter agent too
+
+
+def test_metrics_endpoint_serves_our_quota_rules(kafka_broker: LocalBroker) -> None:
+    from quota_core.metrics import fetch_text
+
+    assert kafka_broker.metrics_url == f"http://127.0.0.1:{kafka_broker.metrics_port}/metrics"
+    text = fetch_text(kafka_broker.metrics_url)
+    assert 'jmx_exporter_build_info{name="jmx_prometheus_javaagent",version="1.0.1"} 1' in text
+    # Only our rules' names leave the kafka.* MBeans: no generic kafka_server_* dump.
+    kafka_names = {line.split("{")[0].split(" ")[0] for line in text.splitlines()
+                   if line.startswith("kafka_")}
+    assert kafka_names <= {"kafka_quota_byte_rate", "kafka_quota_throttle_time_ms",
+                           "kafka_quota_request_time_percent", "kafka_quota_mutation_rate",
+                           "kafka_quota_tokens", "kafka_connection_accept_rate"}, kafka_names
+    agent = next((ensure_jars().parent / "agent").glob("jmx_prometheus_javaagent-*.jar"))
+    assert agent.name == "jmx_prometheus_javaagent-1.0.1.jar"
+    assert not list(ensure_jars().glob("jmx_prometheus_javaagent*"))  # not on the broker classpath
 
 
 def test_config_command_round_trips_a_quota(kafka_broker: LocalBroker) -> None:
@@ -183,18 +202,24 @@ def test_cli_up_is_idempotent_and_down_leaves_no_jvm(tmp_path: Path) -> None:
     try:
         up = cli("up")
         assert up.returncode == 0, up.stderr
-        bootstrap = up.stdout.strip().splitlines()[-1]
+        *_, metrics_line, bootstrap = up.stdout.strip().splitlines()
         assert re.fullmatch(r"127\.0\.0\.1:\d+", bootstrap)
+        assert re.fullmatch(r"metrics http://127\.0\.0\.1:\d+/metrics", metrics_line)
+        metrics_url = metrics_line.split()[1]
+        attached = LocalBroker.attach(state_dir)
+        assert attached is not None and attached.metrics_url == metrics_url
+        assert "jmx_exporter_build_info" in urllib.request.urlopen(metrics_url, timeout=10).read().decode()
         pids = _kafka_jvms_in(state_dir)
         assert len(pids) == 1
 
         again = cli("up")
         assert again.returncode == 0, again.stderr
-        assert again.stdout.strip().splitlines()[-1] == bootstrap
+        assert again.stdout.strip().splitlines()[-2:] == [metrics_line, bootstrap]
         assert _kafka_jvms_in(state_dir) == pids
 
         status = cli("status")
         assert status.returncode == 0 and bootstrap in status.stdout
+        assert metrics_line in status.stdout.splitlines()
 
         conflict = cli("up", "--sasl")
         assert conflict.returncode == 1 and "already running" in conflict.stderr

@@ -9,7 +9,7 @@ from quota_core.browse import LEVELS
 from quota_core.resolution import LADDER
 from quota_core.units import format_bytes
 
-__all__ = ["level_bar", "byte_rate_box"]
+__all__ = ["level_bar", "byte_rate_box", "utilisation_bar", "rate_vs_quota"]
 
 _PATTERNS = {str(r.level): r.pattern for r in LADDER} | {"ip": "{ip=…}"}
 _BUCKET_COLOURS = {"user+client-id": "#1a73e8", "user": "#e37400", "client-id": "#188038",
@@ -63,4 +63,49 @@ def byte_rate_box(frame) -> go.Figure:
                       legend=dict(orientation="h", y=-0.25), xaxis=_LEVEL_AXIS,
                       yaxis=dict(type="log", tickvals=tickvals, ticktext=ticktext,
                                  title="quota per broker"))
+    return fig
+
+
+def _bucket_label(row) -> str:
+    tags = ", ".join(f"{t}={n}" for t, n in row.bucket.items() if n is not None)
+    return f"{row.broker} · {row.quota_type} · {tags}"
+
+
+def utilisation_bar(rows) -> go.Figure:
+    """Use of quota per bucket (rate / quota), throttled buckets in red, a line at 100 %."""
+    rows = [r for r in rows if r.utilisation is not None][::-1]  # worst on top
+    fig = go.Figure(go.Bar(
+        x=[r.utilisation * 100 for r in rows], y=[_bucket_label(r) for r in rows],
+        orientation="h", marker_color=["#d93025" if r.throttled else "#f9ab00" for r in rows],
+        text=[f"{r.utilisation:.0%}" for r in rows], textposition="outside", cliponaxis=False,
+        hovertemplate="%{y}: %{x:.0f}% of its quota<extra></extra>"))
+    fig.add_vline(x=100, line_dash="dash", line_color="#5f6368",
+                  annotation_text="quota", annotation_position="top")
+    fig.update_layout(title="Use of quota per bucket (red: throttled now)",
+                      height=max(220, 40 + 28 * len(rows)), margin=dict(l=10, r=40, t=50, b=10),
+                      xaxis_title="rate as % of the bucket's quota (per broker)",
+                      yaxis_title="broker · quota type · bucket")
+    return fig
+
+
+def rate_vs_quota(points, key: str, title: str) -> go.Figure:
+    """Rate over time against the quota, per broker. ``points``: (time, broker, rate, quota,
+    throttle_ms) tuples."""
+    import pandas as pd
+
+    frame = pd.DataFrame(points, columns=["time", "broker", "rate", "quota", "throttle_ms"])
+    per_second = key in ("producer_byte_rate", "consumer_byte_rate")
+    fig = go.Figure()
+    for broker, part in frame.groupby("broker"):
+        fig.add_scatter(x=part["time"], y=part["rate"], mode="lines+markers",
+                        name=f"{broker} rate", customdata=part["throttle_ms"].fillna(0),
+                        hovertemplate="%{x|%H:%M:%S}: %{y:,.0f}, throttle %{customdata:,.0f} ms"
+                                      "<extra></extra>")
+        if part["quota"].notna().any():
+            fig.add_scatter(x=part["time"], y=part["quota"], mode="lines", name=f"{broker} quota",
+                            line=dict(dash="dash"))
+    fig.update_layout(title=title, height=300, margin=dict(l=10, r=10, t=50, b=10),
+                      legend=dict(orientation="h", y=-0.3), xaxis_title="time",
+                      yaxis=dict(rangemode="tozero",
+                                 title="bytes/s per broker" if per_second else key))
     return fig

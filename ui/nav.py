@@ -10,8 +10,11 @@ __all__ = ["app_pages"]
 
 
 def app_pages(policy: AccessPolicy) -> list:
-    """The ``st.Page`` list, in menu order; Edit only where editing is enabled."""
+    """The ``st.Page`` list, in menu order; Edit only where editing is enabled. Resolve is
+    the default (``/?user=…&client_id=…`` links answer a question); Throttled now comes first
+    in the menu, the page an operator on call opens."""
     pages = [
+        st.Page("pages/throttled.py", title="Throttled now", icon=":material/speed:"),
         st.Page("pages/resolve.py", title="Resolve & explain", icon=":material/troubleshoot:",
                 default=True),
         st.Page("pages/browse.py", title="Browse quotas", icon=":material/table_view:"),

@@ -17,6 +17,8 @@ QUOTA_USER_HEADER               [access] user_header                 header carr
 QUOTA_AUDIT_LOG                 [audit] path                         the JSON-lines audit log
 QUOTA_CACHE_TTL                 [cache] ttl_seconds                  re-describe after (default 60)
 QUOTA_KAFKA_TIMEOUT             [kafka] timeout_seconds              wait for a broker (default 10)
+QUOTA_METRICS                   [metrics] endpoints = [...]          brokers' Prometheus URLs
+QUOTA_HISTORY_DIR               [history] path                       the collector's output folder
 ==============================  ===================================  ==========================
 """
 from __future__ import annotations
@@ -28,7 +30,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 __all__ = ["ConnectionSpec", "AccessPolicy", "connections", "access_policy", "audit_path",
-           "cache_ttl", "kafka_timeout", "redact", "REPO_ROOT"]
+           "cache_ttl", "kafka_timeout", "metrics_endpoints", "history_dir", "redact",
+           "REPO_ROOT"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _SECRET_WORDS = ("password", "secret", "jaas", "token", "credential", "private")
@@ -177,3 +180,17 @@ def kafka_timeout(env: Mapping[str, str], secrets: Mapping[str, Any]) -> float:
     except (TypeError, ValueError):
         return 10.0
     return value if value > 0 else 10.0
+
+
+def metrics_endpoints(env: Mapping[str, str], secrets: Mapping[str, Any]) -> str | None:
+    """The brokers' metrics endpoints as ``URL[,URL...]`` (``LABEL=URL`` allowed), or None."""
+    raw = env.get("QUOTA_METRICS") or _section(secrets, "metrics").get("endpoints")
+    if isinstance(raw, (list, tuple)):
+        raw = ",".join(str(u) for u in raw)
+    return str(raw).strip() or None if raw else None
+
+
+def history_dir(env: Mapping[str, str], secrets: Mapping[str, Any]) -> Path | None:
+    """The collector's output folder (usage samples and quota snapshots), or None."""
+    raw = env.get("QUOTA_HISTORY_DIR") or _section(secrets, "history").get("path")
+    return Path(str(raw)) if raw else None

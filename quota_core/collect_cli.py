@@ -1,0 +1,115 @@
+"""``kafka-client-quotas collect``: run the collector until SIGTERM or Ctrl-C.
+
+Example::
+
+    kafka-client-quotas collect --metrics http://127.0.0.1:7071/metrics \\
+        --bootstrap-server 127.0.0.1:9092 --to history/
+
+Exit status: 0 stopped cleanly with everything written; 1 the last flush failed or the setup
+was refused (the reason on stderr); 2 a usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import signal
+import sys
+import threading
+from typing import TextIO
+
+from .collector import Collector, parse_endpoints
+from .connect import open_backend
+from .errors import ParseError, QuotaError
+
+PROG = "kafka-client-quotas collect"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Scrape broker quota metrics and "
+                                "snapshot the quota set into a usage history (Parquet or a "
+                                "Kafka topic) for the analysis and the History page.")
+    p.add_argument("--metrics", required=True, metavar="URL[,URL...]",
+                   help="the brokers' Prometheus endpoints (LABEL=URL names a broker)")
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the cluster whose quotas "
+                   "are snapshot (and, with --to kafka:TOPIC, where the topic lives)")
+    p.add_argument("--command-config", metavar="FILE", help="Kafka client properties")
+    p.add_argument("--sandbox", metavar="PATH", help="snapshot a sandbox file's quotas instead")
+    p.add_argument("--to", required=True, metavar="DIR|kafka:TOPIC",
+                   help="a folder (Parquet, partitioned by date) or a Kafka topic")
+    p.add_argument("--every", type=float, default=10.0, metavar="SECONDS",
+                   help="scrape interval (default 10)")
+    p.add_argument("--snapshot-every", type=float, default=60.0, metavar="SECONDS",
+                   help="describe the quota set this often; written when it changed (default 60)")
+    p.add_argument("--status-every", type=float, default=60.0, metavar="SECONDS",
+                   help="a status line this often (default 60)")
+    p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+                   help="per scrape and per describe (default 5)")
+    return p
+
+
+def _check(args: argparse.Namespace) -> None:
+    if bool(args.sandbox) == bool(args.bootstrap_server):
+        raise ParseError("Say whose quotas to snapshot: --bootstrap-server HOST:PORT or "
+                         "--sandbox PATH (one of them).")
+    if args.to.startswith("kafka:") and not args.bootstrap_server:
+        raise ParseError(f"--to {args.to} writes to a topic: give the cluster with "
+                         f"--bootstrap-server.")
+    for flag in ("every", "snapshot_every", "status_every", "timeout"):
+        value = getattr(args, flag)
+        if not (math.isfinite(value) and value > 0):
+            raise ParseError(f"--{flag.replace('_', '-')} {value:g}: give a number of seconds "
+                             f"greater than 0.")
+
+
+def main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        _check(args)
+        endpoints = parse_endpoints(args.metrics)
+    except ParseError as exc:
+        err.write(f"{PROG}: error: {exc}\n")
+        return 2
+
+    def log(line: str) -> None:
+        err.write(line + "\n")
+        err.flush()
+
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        from .metrics import scrape
+        from .sinks import open_sink
+
+        with open_backend(args.sandbox, args.bootstrap_server, args.command_config,
+                          timeout_s=args.timeout) as backend:
+            client_conf = None
+            if args.to.startswith("kafka:") and args.command_config:
+                from .kafka_config import load_command_config
+
+                client_conf = load_command_config(args.command_config).librdkafka_config()
+            sink = open_sink(args.to, client_conf, args.bootstrap_server)
+            log(f"collect: scraping {', '.join(e.label for e in endpoints)} every "
+                f"{args.every:g} s into {sink.label}; stop with Ctrl-C or SIGTERM")
+            collector = Collector(endpoints, backend.describe, sink, scrape,
+                                  scrape_every=args.every, snapshot_every=args.snapshot_every,
+                                  flush_every=args.every, status_every=args.status_every,
+                                  log=log, timeout=args.timeout)
+            try:
+                return collector.run(stop)
+            finally:
+                sink.close()
+    except QuotaError as exc:
+        err.write(f"{PROG}: {exc}\n")
+        return 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:], sys.stdout, sys.stderr))

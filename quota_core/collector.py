@@ -1,0 +1,183 @@
+"""The collector: scrape brokers' quota metrics, snapshot the quota set, append both to a sink.
+
+``kafka-client-quotas collect --metrics URL[,URL...] (--bootstrap-server ... | --sandbox ...)
+--to DIR|kafka:TOPIC`` runs :class:`Collector` until SIGTERM or Ctrl-C. What it promises:
+
+* every ``scrape_every`` seconds, one usage sample per bucket per endpoint
+  (:mod:`quota_core.telemetry` has the schema);
+* the quota set described every ``snapshot_every`` seconds, written when it changed (and once
+  at the start);
+* a broker or a cluster that does not answer is a gap and one log line when it goes down (and
+  one when it is back), never a crash;
+* memory is bounded: at most ``max_buffer`` unwritten samples are held while the sink refuses
+  writes, the oldest dropped (and counted) beyond that;
+* a sample counted as written is durable (see :mod:`quota_core.sinks`); SIGTERM flushes and
+  exits 0;
+* a status line every ``status_every`` seconds: samples written, endpoints up and down.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Sequence
+from urllib.parse import urlsplit
+
+from .errors import BackendError, ParseError, QuotaError
+from .telemetry import snapshot_rows, usage_samples
+
+__all__ = ["Endpoint", "parse_endpoints", "Collector", "CollectorStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One metrics URL and the broker label its samples carry."""
+
+    label: str
+    url: str
+
+
+def parse_endpoints(text: str) -> list[Endpoint]:
+    """``URL[,URL...]``; each may be ``LABEL=URL``. The default label is the URL's host:port."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        label, _, url = part.partition("=") if "=" in part.split("://", 1)[0] else ("", "", part)
+        parsed = urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ParseError(f"--metrics {part!r}: give an http(s) URL such as "
+                             f"http://127.0.0.1:7071/metrics (optionally LABEL=URL).")
+        out.append(Endpoint(label or parsed.netloc, url))
+    if not out:
+        raise ParseError("--metrics is empty: give at least one http://HOST:PORT/metrics URL.")
+    if len({e.label for e in out}) != len(out):
+        raise ParseError("--metrics names a broker label twice: give each endpoint its own "
+                         "LABEL=URL.")
+    return out
+
+
+@dataclass
+class CollectorStats:
+    samples_written: int = 0
+    snapshots_written: int = 0
+    samples_dropped: int = 0
+    scrapes: int = 0
+    down: dict[str, str] = field(default_factory=dict)  # label -> since (ISO time)
+
+
+class Collector:
+    """Scrape, snapshot and write until ``stop`` is set. ``scrape``/``describe`` are injected
+    (``quota_core.metrics.scrape`` and a backend's ``describe``) so tests can drive faults."""
+
+    def __init__(self, endpoints: Sequence[Endpoint], describe: Callable[[], dict], sink,
+                 scrape: Callable[..., list], *, scrape_every: float = 10.0,
+                 snapshot_every: float = 60.0, flush_every: float = 10.0,
+                 status_every: float = 60.0, max_buffer: int = 200_000,
+                 log: Callable[[str], None] = print, timeout: float = 5.0) -> None:
+        self.endpoints, self.describe, self.sink, self.scrape = list(endpoints), describe, sink, scrape
+        self.scrape_every, self.snapshot_every = scrape_every, snapshot_every
+        self.flush_every, self.status_every = flush_every, status_every
+        self.max_buffer, self.log, self.timeout = max_buffer, log, timeout
+        self.stats = CollectorStats()
+        self._usage: list[dict] = []
+        self._snapshots: list[dict] = []
+        self._last_ok: dict[str, float] = {}
+        self._last_quotas: dict | None = None
+        self._cluster_down = False
+
+    # -- one round -------------------------------------------------------------------------
+    def scrape_all(self, now: float) -> None:
+        ts = datetime.fromtimestamp(now, timezone.utc)
+        for endpoint in self.endpoints:
+            try:
+                series = self.scrape(endpoint.url, endpoint.label, timeout=self.timeout)
+            except QuotaError as exc:
+                if endpoint.label not in self.stats.down:
+                    self.stats.down[endpoint.label] = ts.isoformat(timespec="seconds")
+                    self.log(f"collect: {endpoint.label} is down, its samples have a gap "
+                             f"until it answers: {exc}")
+                continue
+            if endpoint.label in self.stats.down:
+                self.log(f"collect: {endpoint.label} answers again (down since "
+                         f"{self.stats.down.pop(endpoint.label)})")
+            previous = self._last_ok.get(endpoint.label)
+            interval = self.scrape_every if previous is None else now - previous
+            self._last_ok[endpoint.label] = now
+            self._usage.extend(usage_samples(series, ts, interval))
+        self.stats.scrapes += 1
+        self._bound_buffer()
+
+    def snapshot(self, now: float) -> None:
+        try:
+            quotas = self.describe()
+        except QuotaError as exc:
+            if not self._cluster_down:
+                self._cluster_down = True
+                self.log(f"collect: cannot describe the quota set, keeping the last one: {exc}")
+            return
+        if self._cluster_down:
+            self._cluster_down = False
+            self.log("collect: the cluster answers again")
+        if quotas != self._last_quotas:
+            self._snapshots.extend(snapshot_rows(quotas, datetime.fromtimestamp(now, timezone.utc)))
+            self._last_quotas = quotas
+
+    def flush(self) -> bool:
+        """Write what is buffered; True when the sink took it all."""
+        if not self._usage and not self._snapshots:
+            return True
+        usage, snapshots = self._usage, self._snapshots
+        try:
+            self.sink.write(usage, snapshots)
+        except BackendError as exc:
+            self.log(f"collect: writing to {self.sink.label} failed, keeping "
+                     f"{len(usage):,} samples to write again: {exc}")
+            return False
+        self._usage, self._snapshots = [], []
+        self.stats.samples_written += len(usage)
+        self.stats.snapshots_written += len({r['ts'] for r in snapshots})
+        return True
+
+    def _bound_buffer(self) -> None:
+        excess = len(self._usage) - self.max_buffer
+        if excess > 0:
+            del self._usage[:excess]
+            self.stats.samples_dropped += excess
+            self.log(f"collect: the sink is not taking writes; dropped the {excess:,} oldest "
+                     f"unwritten samples to stay within {self.max_buffer:,}.")
+
+    def status_line(self) -> str:
+        up = len(self.endpoints) - len(self.stats.down)
+        down = "".join(f"; {label} down since {since}" for label, since in self.stats.down.items())
+        dropped = f", {self.stats.samples_dropped:,} dropped" if self.stats.samples_dropped else ""
+        return (f"collect: {self.stats.samples_written:,} samples and "
+                f"{self.stats.snapshots_written:,} quota snapshots written{dropped}, "
+                f"{len(self._usage):,} buffered; endpoints up {up}/{len(self.endpoints)}{down}")
+
+    # -- the loop --------------------------------------------------------------------------
+    def run(self, stop: threading.Event, clock: Callable[[], float] = time.time) -> int:
+        """Until ``stop`` is set; then a last flush. 0 when everything was written."""
+        next_scrape = next_snapshot = next_flush = clock()
+        next_status = clock() + self.status_every
+        while not stop.is_set():
+            now = clock()
+            if now >= next_snapshot:
+                self.snapshot(now)
+                next_snapshot = now + self.snapshot_every
+            if now >= next_scrape:
+                self.scrape_all(now)
+                next_scrape += self.scrape_every
+                if next_scrape < now:  # a slow round: skip, do not catch up in a burst
+                    next_scrape = now + self.scrape_every
+            if now >= next_flush:
+                self.flush()
+                next_flush = now + self.flush_every
+            if now >= next_status:
+                self.log(self.status_line())
+                next_status = now + self.status_every
+            stop.wait(max(0.0, min(next_scrape, next_snapshot, next_flush, next_status) - clock()))
+        ok = self.flush()
+        self.log(self.status_line())
+        return 0 if ok else 1

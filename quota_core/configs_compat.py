@@ -1,0 +1,583 @@
+"""``kafka-configs.sh`` compatibility: ConfigCommand's quota command lines, output and errors.
+
+``kafka-client-quotas`` runs in this mode when its command line has a flag that only
+``kafka-configs.sh`` knows (:data:`TRIGGERS`: ``--entity-type``, ``--entity-name``,
+``--entity-default``, ``--add-config``, ``--delete-config``, ``--client``, ``--user-defaults``,
+``--client-defaults``, ``--ip-defaults``, ...). ``--user NAME`` and ``--ip NAME`` alone stay
+KIP-546 flags; together with any trigger they are ConfigCommand's shorthands. Examples::
+
+    kafka-client-quotas --bootstrap-server 127.0.0.1:9092 --describe --entity-type users
+    kafka-client-quotas --bootstrap-server 127.0.0.1:9092 --alter --user alice --client app \\
+        --add-config producer_byte_rate=1048576,request_percentage=50
+
+The rules are Kafka 4.3.1's ``core/src/main/scala/kafka/admin/ConfigCommand.scala`` (jopt-simple
+without abbreviations): the same checks in the same order with the same texts and exit codes,
+``Quota configs for user-principal 'alice' are producer_byte_rate=1024.0`` (raw names, Java's
+``Double.toString``, Java ``HashMap`` order). Deliberately different, each with one clear line:
+
+* where ConfigCommand prints a stack trace (a broker refusal, an unreachable cluster), we print
+  its first line and the reason instead; exit 1 as there;
+* where it silently does nothing (``--add-config ,``), a note on stderr; exit 0 as there;
+* NaN and infinite values are refused (exit 1); ConfigCommand stores NaN;
+* SCRAM credentials, topics, brokers, groups, client metrics, ``--bootstrap-controller``:
+  not ours (exit 1, use ``kafka-configs.sh``); describe lists no SCRAM credentials;
+* ``--sandbox PATH`` may stand in for ``--bootstrap-server``; ``--command-config`` files are
+  checked strictly (:mod:`quota_core.kafka_config`).
+"""
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+import socket
+from decimal import Decimal
+from pathlib import Path
+from typing import Callable, Iterable, Sequence, TextIO
+
+from .alterations import Alteration, Op
+from .backend import QuotaBackend
+from .connect import open_backend
+from .entities import CLIENT_ID, IP, USER, Entity
+from .errors import QuotaError
+from .filters import EntityFilter, FilterComponent
+from .kafka_config import load_command_config, parse_properties
+
+__all__ = ["TRIGGERS", "is_configs_command", "main", "parse_options", "check_args",
+           "parse_configs_to_be_added", "java_double", "java_parse_double", "format_describe",
+           "CommandFailed", "Options"]
+
+PROG = "kafka-client-quotas"
+KAFKA_VERSION = "4.3.1"
+
+_WITH_ARG = {"bootstrap-server", "bootstrap-controller", "command-config", "entity-type",
+             "entity-name", "add-config", "add-config-file", "delete-config", "topic", "client",
+             "user", "broker", "broker-logger", "ip", "group", "client-metrics", "sandbox"}
+_FLAGS = {"help", "version", "alter", "describe", "all", "entity-default", "client-defaults",
+          "user-defaults", "broker-defaults", "ip-defaults"}
+#: Flags that switch kafka-client-quotas into this mode: kafka-configs.sh's own, never KIP-546's.
+TRIGGERS = ("entity-type", "entity-name", "entity-default", "add-config", "delete-config",
+            "client", "user-defaults", "client-defaults", "ip-defaults", "add-config-file",
+            "topic", "broker", "broker-defaults", "broker-logger", "group", "client-metrics",
+            "bootstrap-controller")
+_ENTITY_FLAGS = (("topic", "topics"), ("client", "clients"), ("user", "users"),
+                 ("broker", "brokers"), ("broker-logger", "broker-loggers"), ("ip", "ips"),
+                 ("client-metrics", "client-metrics"), ("group", "groups"))
+_DEFAULT_FLAGS = (("client-defaults", "clients"), ("user-defaults", "users"),
+                  ("broker-defaults", "brokers"), ("ip-defaults", "ips"))
+#: ConfigType.values() then broker-loggers, as ConfigCommand lists them.
+_ALLOWED_TYPES = ("topics", "clients", "users", "brokers", "ips", "client-metrics", "groups",
+                  "broker-loggers")
+_QUOTA_TYPES = {"users": USER, "clients": CLIENT_ID, "ips": IP}
+_TYPE_WORDS = {USER: "user-principal", CLIENT_ID: "client-id", IP: "ip"}
+_CLIENT_KEYS = {"producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                "controller_mutation_rate"}
+_IP_KEYS = {"connection_creation_rate"}
+_SCRAM_KEYS = {"SCRAM-SHA-256", "SCRAM-SHA-512"}
+USAGE = (f"Usage ({PROG}, kafka-configs.sh form): --bootstrap-server HOST:PORT "
+         f"(--describe | --alter) --entity-type users|clients|ips (--entity-name NAME | "
+         f"--entity-default) [--add-config k=v,...] [--delete-config k,...]")
+
+
+class CommandFailed(Exception):
+    """ConfigCommand would stop here with exit 1: ``message`` is its stderr text.
+
+    ``usage``: it also prints its help; ``trace``: it prints a stack trace, for which we
+    print its first line and ``message`` as the one clear line."""
+
+    def __init__(self, message: str, usage: bool = False, trace: bool = False) -> None:
+        super().__init__(message)
+        self.message, self.usage, self.trace = message, usage, trace
+
+
+def _fail(message: str) -> CommandFailed:
+    return CommandFailed(message)
+
+
+def _ours(message: str) -> CommandFailed:
+    """Where we deliberately stop (or ConfigCommand would print a stack trace)."""
+    return CommandFailed(message, trace=True)
+
+
+# -- the command line (jopt-simple) ---------------------------------------------------------
+class Options:
+    """What jopt-simple detected: options in order (``specs``) and their values."""
+
+    def __init__(self) -> None:
+        self.specs: list[str] = []
+        self.values: dict[str, list[str]] = {}
+
+    def add(self, name: str, value: str | None) -> None:
+        parts: list[str | None] = [value]
+        if name == "delete-config" and value is not None:  # withValuesSeparatedBy(','):
+            parts = [t for t in value.split(",") if t] or [value]  # StringTokenizer
+        for part in parts:
+            self.specs.append(name)
+            found = self.values.setdefault(name, [])
+            if part is not None:
+                found.append(part)
+
+    def has(self, name: str) -> bool:
+        return name in self.values
+
+    def value_of(self, name: str) -> str | None:
+        found = self.values.get(name, [])
+        if len(found) > 1:
+            raise _fail(f"Found multiple arguments for option {name}, but you asked for only one")
+        return found[0] if found else None
+
+    def values_of(self, name: str) -> list[str]:
+        return list(self.values.get(name, []))
+
+
+def is_configs_command(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is a kafka-configs.sh command line (has one of :data:`TRIGGERS`)."""
+    for token in argv:
+        if token == "--":
+            return False
+        if token.startswith("-") and token.lstrip("-").split("=", 1)[0] in TRIGGERS:
+            return True  # jopt-simple also takes -entity-type
+    return False
+
+
+def parse_options(argv: Sequence[str]) -> Options:
+    """jopt-simple's parse: ``--opt value``, ``--opt=value``, ``-opt``; values may start with
+    ``-``; other words are ignored; ``--`` ends the options."""
+    opts, i, known = Options(), 0, _WITH_ARG | _FLAGS
+    while i < len(argv):
+        token = argv[i]
+        i += 1
+        if token == "--":
+            break
+        if token.startswith("--"):
+            key, eq, value = token[2:].partition("=")
+        elif token.startswith("-") and token != "-":
+            key, eq, value = token[1:].partition("=")
+            if key not in known:  # a cluster of one-letter options, and we have none
+                raise _fail(f"{token[1]} is not a recognized option")
+        else:
+            continue
+        if key not in known:
+            raise _fail(f"{key} is not a recognized option")
+        if key not in _WITH_ARG:
+            opts.add(key, None)
+            continue
+        if not eq:
+            if i >= len(argv):
+                raise _fail(f"Option {key} requires an argument")
+            value = argv[i]
+            i += 1
+        opts.add(key, value)
+    return opts
+
+
+def entity_types(opts: Options) -> list[str]:
+    return opts.values_of("entity-type") + [t for flag, t in _ENTITY_FLAGS + _DEFAULT_FLAGS
+                                            if opts.has(flag)]
+
+
+def entity_names(opts: Options) -> list[str]:
+    """Names in ConfigCommand's order; ``""`` is the default entity."""
+    named = iter(opts.values_of("entity-name"))
+    names = [next(named) if spec == "entity-name" else "" for spec in opts.specs
+             if spec in ("entity-name", "entity-default")]
+    names += [opts.value_of(flag) or "" for flag, _ in _ENTITY_FLAGS if opts.has(flag)]
+    return names + ["" for flag, _ in _DEFAULT_FLAGS if opts.has(flag)]
+
+
+def _java_int(text: str) -> bool:
+    return bool(re.fullmatch(r"[+-]?\d+", text)) and -2**31 <= int(text) < 2**31
+
+
+def _ip_entity_ok(name: str) -> bool:
+    """InetAddress.getByName: an address (``[v6]`` too) or a resolvable host name."""
+    host = name[1:-1] if name.startswith("[") and name.endswith("]") else name
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    try:
+        socket.getaddrinfo(host, None)
+        return True
+    except (OSError, UnicodeError, ValueError):
+        return False
+
+
+def check_args(opts: Options, resolvable: Callable[[str], bool] = _ip_entity_ok) -> None:
+    """ConfigCommandOptions.checkArgs, in its order."""
+    if sum(opts.has(a) for a in ("alter", "describe")) != 1:
+        raise CommandFailed("Command must include exactly one action: --describe, --alter",
+                            usage=True)
+    if opts.has("describe"):
+        for other in ("alter", "add-config", "delete-config"):
+            if opts.has(other):
+                raise CommandFailed(f'Option "[describe]" can\'t be used with option '
+                                    f'"[{other}]"', usage=True)
+    types = entity_types(opts)
+    extra = list(types)
+    for t in dict.fromkeys(types):
+        extra.remove(t)
+    if extra:
+        raise _fail(f"Duplicate entity type(s) specified: {','.join(extra)}")
+    if not (opts.has("bootstrap-server") or opts.has("bootstrap-controller")
+            or opts.has("sandbox")):
+        raise _fail("Either --bootstrap-server or --bootstrap-controller must be specified.")
+    for t in types:
+        if t not in _ALLOWED_TYPES:
+            raise _fail(f"Invalid entity type {t}, the entity type must be one of "
+                        f"{', '.join(_ALLOWED_TYPES)} with a --bootstrap-server or "
+                        f"--bootstrap-controller argument")
+    if not types:
+        raise _fail("At least one entity type must be specified")
+    if len(types) > 1 and set(types) != {"users", "clients"}:
+        raise _fail("Only 'users' and 'clients' entity types may be specified together")
+    if (any(opts.has(o) for o in ("entity-name", "entity-type", "entity-default"))
+            and any(opts.has(f) for f, _ in _ENTITY_FLAGS + _DEFAULT_FLAGS)):
+        raise _fail("--entity-{type,name,default} should not be used in conjunction with "
+                    "specific entity flags")
+    names = entity_names(opts)
+    has_name, has_default = any(names), "" in names
+    if opts.has("bootstrap-server") and opts.has("bootstrap-controller"):
+        raise _fail("Only one of --bootstrap-server or --bootstrap-controller can be specified")
+    if has_name and ("brokers" in types or "broker-loggers" in types):
+        for option in ("entity-name", "broker", "broker-logger"):
+            if opts.has(option) and not _java_int(value := opts.value_of(option) or ""):
+                raise _fail(f"The entity name for {types[0]} must be a valid integer broker "
+                            f"id, but it is: {value}")
+    if has_name and "ips" in types:
+        for option in ("entity-name", "ip"):
+            if opts.has(option) and not resolvable(value := opts.value_of(option) or ""):
+                raise _fail(f"The entity name for {types[0]} must be a valid IP or resolvable "
+                            f"host, but it is: {value}")
+    quota_or_broker = any(t in types for t in ("users", "clients", "brokers", "ips"))
+    if opts.has("describe"):
+        if not quota_or_broker and opts.has("entity-default"):
+            raise _fail(f"--entity-default must not be specified with --describe of "
+                        f"{','.join(types)}")
+        if "broker-loggers" in types and not has_name:
+            raise _fail(f"An entity name must be specified with --describe of {','.join(types)}")
+    if opts.has("alter"):
+        if quota_or_broker and not has_name and not has_default:
+            raise _fail("An entity-name or default entity must be specified with --alter of "
+                        "users, clients, brokers or ips")
+        if not quota_or_broker and not has_name:
+            raise _fail(f"An entity name must be specified with --alter of {','.join(types)}")
+        if opts.has("add-config") and opts.has("add-config-file"):
+            raise _fail("Only one of --add-config or --add-config-file must be specified")
+        if not any(opts.has(o) for o in ("add-config", "add-config-file", "delete-config")):
+            raise _fail("At least one of --add-config, --add-config-file, or --delete-config "
+                        "must be specified with --alter")
+
+
+# -- Java and Scala behaviour the output depends on ----------------------------------------
+_JAVA_WS = "".join(map(chr, range(0x21)))
+_JAVA_END = r"(?:\r\n|[\n\r\u0085\u2028\u2029])?\Z"  # Java's $ without MULTILINE
+_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|" + _JAVA_END + "))"
+_COMMA = re.compile("," + _OUTSIDE_BRACKETS)
+_EQUALS = re.compile(r"[ \t\n\x0b\f\r]*=[ \t\n\x0b\f\r]*" + _OUTSIDE_BRACKETS)
+_JAVA_DOUBLE = re.compile(
+    r"[+-]?(?:NaN|Infinity|(?:(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
+    r"|(?:0[xX](?:[0-9a-fA-F]+\.?|[0-9a-fA-F]*\.[0-9a-fA-F]+)[pP][+-]?\d+))[fFdD]?)", re.A)
+
+
+def _java_trim(text: str) -> str:
+    return text.strip(_JAVA_WS)
+
+
+def _java_split(pattern: re.Pattern, text: str, keep_trailing: bool) -> list[str]:
+    """String.split: no match gives the text itself; limit 0 drops trailing empty parts."""
+    parts = pattern.split(text)
+    if len(parts) > 1 and not keep_trailing:
+        while parts and parts[-1] == "":
+            parts.pop()
+    return parts
+
+
+def java_parse_double(text: str) -> float:
+    """``java.lang.Double.parseDouble``: raises ValueError where Java throws."""
+    body = _java_trim(text)
+    if not _JAVA_DOUBLE.fullmatch(body):
+        raise ValueError(text)
+    if body[-1] in "fFdD":  # a type suffix: hex digits never end a valid number
+        body = body[:-1]
+    if body.lstrip("+-")[:2].lower() == "0x":
+        return float.fromhex(body)
+    return float(body)
+
+
+def java_double(value: float) -> str:
+    """``Double.toString``: the shortest decimal that rounds to ``value`` (at least two digits,
+    the closer one), as JDK 19+ prints it; JDK 17 prints a longer one for a few 16-17 digit
+    values."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    sign = "-" if math.copysign(1.0, value) < 0 else ""
+    if value == 0:
+        return sign + "0.0"
+    _, digits_t, exp = Decimal(repr(abs(value))).normalize().as_tuple()
+    if len(digits_t) == 1:  # Java then picks the closest of the 2-digit decimals (4.9E-324)
+        two = Decimal(f"{Decimal(abs(value)):.1e}")
+        if float(two) == abs(value):
+            _, digits_t, exp = two.normalize().as_tuple()
+    digits = "".join(map(str, digits_t))
+    sci = len(digits) - 1 + int(exp)
+    if -3 <= sci < 7:
+        if int(exp) >= 0:
+            return f"{sign}{digits}{'0' * int(exp)}.0"
+        point = len(digits) + int(exp)
+        if point > 0:
+            return f"{sign}{digits[:point]}.{digits[point:]}"
+        return f"{sign}0.{'0' * -point}{digits}"
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{sci}"
+
+
+def _java_hash(text: str | None) -> int:
+    """String.hashCode (UTF-16 units) as an unsigned 32-bit int; 0 for null."""
+    if text is None:
+        return 0
+    data, h = text.encode("utf-16-le", "surrogatepass"), 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] | data[i + 1] << 8)) & 0xFFFFFFFF
+    return h
+
+
+def _table_size_for(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _hashmap_order(hashes: Sequence[int], initial_capacity: int) -> list[int]:
+    """Indexes of keys put (in this order) into ``new HashMap<>(initial_capacity)``, in the
+    order the map iterates them: by bucket of the final table, then insertion order."""
+    cap, threshold = 0, _table_size_for(initial_capacity)
+    for size in range(1, len(hashes) + 1):
+        if cap == 0:  # first put: the table is created at the requested capacity
+            cap = threshold
+            threshold = int(cap * 0.75)
+        if size > threshold:
+            cap, threshold = cap * 2, (threshold * 2 if cap >= 16 else int(cap * 2 * 0.75))
+    spread = [(h ^ (h >> 16)) & (max(cap, 1) - 1) for h in hashes]
+    return sorted(range(len(hashes)), key=lambda i: (spread[i], i))
+
+
+def _properties_order(keys: Sequence[str]) -> list[str]:
+    """Iteration order of a java.util.Properties (a ConcurrentHashMap of 16 bins) holding
+    ``keys`` (first-put order); exact up to 11 keys, where it would resize."""
+    bins = [((h ^ (h >> 16)) & 15) for h in map(_java_hash, keys)]
+    return [keys[i] for i in sorted(range(len(keys)), key=lambda i: (bins[i], i))]
+
+
+def _scala_set(items: Iterable[str]) -> str:
+    return f"Set({', '.join(dict.fromkeys(items))})"
+
+
+def _scala_buffer(items: Iterable[str]) -> str:
+    return f"ArrayBuffer({', '.join(items)})"
+
+
+# -- --add-config / --delete-config ---------------------------------------------------------
+def parse_configs_to_be_added(opts: Options) -> dict[str, str]:
+    """ConfigCommand.parseConfigsToBeAdded, in the order its Scala Map iterates them."""
+    props: dict[str, str] = {}
+    if opts.has("add-config-file"):
+        path = opts.value_of("add-config-file") or ""
+        try:
+            text = Path(path).read_bytes().decode("latin-1")  # Properties.load(InputStream)
+        except OSError as exc:
+            raise _ours(f"cannot read --add-config-file {path}: {exc.strerror}.") from exc
+        props.update(parse_properties(text))
+    if opts.has("add-config"):
+        pairs = [_java_split(_EQUALS, item, keep_trailing=True)
+                 for item in _java_split(_COMMA, opts.value_of("add-config") or "", False)]
+        if not all(len(p) == 2 for p in pairs):
+            raise _fail('requirement failed: Invalid entity config: all configs to be added must be in the format '
+                        '"key=val" or  "key=[val1,val2]" to group values which contain commas.')
+        for key, value in pairs:
+            props[_java_trim(key)] = _java_trim(value.replace("[", "").replace("]", ""))
+    ordered = _properties_order(list(props))
+    for key in ordered:
+        if not re.fullmatch(r"[$a-zA-Z0-9._-]*", key):
+            raise _fail(f"Invalid character found for config key: {key}")
+    return {k: props[k] for k in ordered}
+
+
+# -- describe --------------------------------------------------------------------------------
+def _entity_text(entity: Entity) -> str:
+    return ", ".join(f"{_TYPE_WORDS[t]} '{n}'" if n is not None else f"the default {_TYPE_WORDS[t]}"
+                     for t, n in entity.parts)
+
+
+def format_describe(quotas: dict[Entity, dict[str, float]]) -> str:
+    """ConfigCommand's describe lines, in the order its HashMaps iterate."""
+    entities = list(quotas)
+    hashes = [(31 + sum(_java_hash(t) ^ _java_hash(n) for t, n in e.parts)) & 0xFFFFFFFF
+              for e in entities]
+    lines = []
+    for i in _hashmap_order(hashes, len(entities)):
+        values = quotas[entities[i]]
+        keys = list(values)
+        order = _hashmap_order([_java_hash(k) for k in keys], len(keys))
+        entries = ", ".join(f"{keys[j]}={java_double(values[keys[j]])}" for j in order)
+        lines.append(f"Quota configs for {_entity_text(entities[i])} are {entries}\n")
+    return "".join(lines)
+
+
+def _components(types: list[str], names: list[str]) -> list[FilterComponent]:
+    if len(names) > len(types):
+        raise _fail("More entity names specified than entity types")
+    components = []
+    for i, t in enumerate(types):
+        kind = _QUOTA_TYPES[t]
+        if i >= len(names):
+            components.append(FilterComponent.any(kind))
+        elif names[i] == "":
+            components.append(FilterComponent.default(kind))
+        else:
+            components.append(FilterComponent.exact(kind, names[i]))
+    return components
+
+
+# -- alter -----------------------------------------------------------------------------------
+def _check_alter_keys(types: list[str], names: list[str], adds: dict[str, str],
+                      deletes: list[str]) -> None:
+    head = types[0]
+    if head == "ips":
+        unknown = [k for k in dict.fromkeys([*adds, *deletes]) if k not in _IP_KEYS]
+        if unknown:
+            raise _fail(f"Only connection quota configs can be added for 'ips' using "
+                        f"--bootstrap-server. Unexpected config names: {','.join(unknown)}")
+        return
+    unknown_add = [k for k in adds if k not in _SCRAM_KEYS | _CLIENT_KEYS]
+    scram_add = [k for k in adds if k in _SCRAM_KEYS]
+    unknown_del = [k for k in deletes if k not in _SCRAM_KEYS | _CLIENT_KEYS]
+    scram_del = [k for k in deletes if k in _SCRAM_KEYS]
+    if head == "clients" or len(types) == 2:
+        if unknown_add or scram_add:
+            raise _fail(f"Only quota configs can be added for 'clients' using --bootstrap-server. "
+                        f"Unexpected config names: {_scala_set(unknown_add + scram_add)}")
+        if unknown_del or scram_del:
+            raise _fail(f"Only quota configs can be deleted for 'clients' using "
+                        f"--bootstrap-server. Unexpected config names: "
+                        f"{_scala_buffer(unknown_del + scram_del)}")
+        return
+    if unknown_add:
+        raise _fail(f"Only quota and SCRAM credential configs can be added for 'users' using "
+                    f"--bootstrap-server. Unexpected config names: {_scala_set(unknown_add)}")
+    if unknown_del:
+        raise _fail(f"Only quota and SCRAM credential configs can be deleted for 'users' using "
+                    f"--bootstrap-server. Unexpected config names: {_scala_buffer(unknown_del)}")
+    if scram_add or scram_del:
+        if "" in names:
+            raise _fail("The use of --entity-default or --user-defaults is not allowed with User "
+                        "SCRAM Credentials using --bootstrap-server.")
+        if any(k in _CLIENT_KEYS for k in [*adds, *deletes]):
+            raise _fail("Cannot alter both quota and SCRAM credential configs simultaneously for "
+                        "'users' using --bootstrap-server.")
+
+
+def _alter(backend: Callable[[], QuotaBackend], opts: Options, types: list[str],
+           names: list[str], err: TextIO) -> None:
+    adds = parse_configs_to_be_added(opts)
+    deletes = [_java_trim(k) for k in opts.values_of("delete-config")]
+    _check_alter_keys(types, names, adds, deletes)
+    if types[0] != "ips" and not any(k in _CLIENT_KEYS for k in [*adds, *deletes]):
+        if len(names) != 1:  # ConfigCommand: IllegalStateException with a stack trace
+            raise _ours("nothing to change: the alteration names no quota key "
+                        "(--add-config/--delete-config are empty).")
+        if adds or deletes:
+            raise _ours(f"SCRAM credentials ({', '.join([*adds, *deletes])}) are not managed "
+                        f"by {PROG}: use kafka-configs.sh or kafka-storage.sh for them.")
+        err.write(f"{PROG}: note: nothing was changed: --add-config/--delete-config name no "
+                  f"key (kafka-configs.sh reports this as done).\n")
+        return
+    store = backend()
+    components = _components(types, names)
+    old = next(iter(store.describe(EntityFilter.contains_only(components)).values()), {})
+    invalid = [k for k in deletes if k not in old]
+    if invalid:
+        raise _fail(f"Invalid config(s): {','.join(invalid)}")
+    ops = []
+    for key, text in adds.items():
+        try:
+            value = java_parse_double(text)
+        except ValueError:
+            raise _fail(f"Cannot parse quota configuration value for {key}: {text}") from None
+        if not math.isfinite(value):
+            raise _ours(f"{key}={text} is not a quota (kafka-configs.sh would store "
+                        f"{java_double(value)}). Give a number greater than 0; to remove a "
+                        f"quota, use --delete-config {key}.")
+        ops.append(Op.set(key, value))
+    ops += [Op.remove(k) for k in deletes]
+    entity = Entity.from_pairs((_QUOTA_TYPES[t], n or None) for t, n in zip(types, names))
+    outcome = store.alter([Alteration(entity, tuple(ops))])
+    for result in outcome.failed:
+        raise _ours(f"the broker refused the change of {_entity_text(entity)}: {result.error}")
+
+
+# -- the command -----------------------------------------------------------------------------
+def _run(opts: Options, backend: Callable[[], QuotaBackend], out: TextIO, err: TextIO) -> None:
+    check_args(opts)
+    if opts.has("command-config"):
+        load_command_config(opts.value_of("command-config") or "")
+    if opts.has("bootstrap-controller"):
+        raise _ours("--bootstrap-controller is not supported: give --bootstrap-server "
+                    "HOST:PORT (quota requests go to brokers).")
+    types, names = entity_types(opts), entity_names(opts)
+    if opts.has("alter") and len(types) != len(names):
+        raise _fail("An entity name must be specified for every entity type")
+    if types[0] not in _QUOTA_TYPES:
+        raise _ours(f"{PROG} handles client quotas only (--entity-type users, clients or ips); "
+                    f"use kafka-configs.sh for {types[0]}.")
+    if opts.has("alter"):
+        _alter(backend, opts, types, names, err)
+        if names[0]:
+            out.write(f"Completed updating config for {types[0][:-1]} {names[0]}.\n")
+        else:
+            out.write(f"Completed updating default config for {types[0]} in the cluster.\n")
+        return
+    components = _components(types, names)
+    out.write(format_describe(backend().describe(EntityFilter.contains_only(components))))
+
+
+def main(argv: Sequence[str], out: TextIO, err: TextIO,
+         backend_factory: Callable[[Options], QuotaBackend] | None = None) -> int:
+    """Run a kafka-configs.sh command line; return its exit status (0, or 1 as ConfigCommand).
+
+    Every error, ours or the backend's, becomes stderr text here."""
+    argv = list(argv)
+    opened: list[QuotaBackend] = []
+
+    def backend() -> QuotaBackend:
+        if not opened:
+            factory = backend_factory or (lambda o: open_backend(
+                o.value_of("sandbox"), o.value_of("bootstrap-server"),
+                o.value_of("command-config"), timeout_s=30.0))
+            opened.append(factory(opts))
+        return opened[0]
+
+    try:
+        opts = parse_options(argv)
+        if not argv or opts.has("help"):
+            raise CommandFailed("This tool helps to manipulate and describe entity config for "
+                                "a topic, client, user, broker, ip, client-metrics or group",
+                                usage=True)
+        if opts.has("version"):
+            out.write(f"{KAFKA_VERSION}\n")  # the Kafka version whose kafka-configs.sh this is
+            return 0
+        _run(opts, backend, out, err)
+        return 0
+    except CommandFailed as exc:
+        if exc.trace:
+            err.write(f"Error while executing config command with args '{' '.join(argv)}'\n")
+            err.write(f"{PROG}: {exc.message}\n")
+        else:
+            err.write(f"{exc.message}\n" + (f"{USAGE}\n" if exc.usage else ""))
+        return 1
+    except QuotaError as exc:  # the backend's errors: ConfigCommand prints a stack trace
+        err.write(f"Error while executing config command with args '{' '.join(argv)}'\n"
+                  f"{PROG}: {exc}\n")
+        return 1
+    finally:
+        for store in opened:
+            store.close()

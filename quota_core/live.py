@@ -1,0 +1,265 @@
+"""Live throttling: broker quota metrics joined with the ladder. Pure: series in, rows out.
+
+A broker exports, per bucket (its metric tags), the observed rate and the throttle time it
+applied. The tags are the parts of the rung that matched (quota_core.ladder), so the limit a
+bucket runs against is the narrowed ladder for those tags, resolved here with
+:func:`~quota_core.bulk.bulk_resolve_buckets`: the quota, the entry and level that set it, and
+who shares it. Every row is per broker: each broker enforces on its own, so rates are never
+summed across brokers.
+
+``throttle-time`` is NaN when the broker throttled nobody in that bucket lately: that is "not
+throttled", never an error.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Protocol, Sequence
+
+from . import ladder
+from .entities import CLIENT_ID, USER, Entity
+from .throttle import estimate_throttle, mutation_throttle_ms
+
+__all__ = ["QUOTA_TYPES", "KEY_OF_TYPE", "BucketUsage", "gather", "join_usage",
+           "throttled_rows", "client_buckets", "clients_seen", "TrafficChange",
+           "traffic_impact"]
+
+#: Quota types as the collector and the pipeline name them, with the key each is limited by.
+KEY_OF_TYPE: dict[str, str] = {
+    "produce": "producer_byte_rate",
+    "fetch": "consumer_byte_rate",
+    "request": "request_percentage",
+    "controller_mutation": "controller_mutation_rate",
+}
+QUOTA_TYPES: tuple[str, ...] = tuple(KEY_OF_TYPE)
+#: The attribute that carries each type's rate.
+_RATE_ATTRIBUTE = {"produce": "byte-rate", "fetch": "byte-rate", "request": "request-time",
+                   "controller_mutation": "mutation-rate"}
+
+
+class Series(Protocol):  # quota_core.metrics.QuotaSeries
+    broker: str
+    quota_type: str
+    attribute: str
+    user: str | None
+    client_id: str | None
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class BucketUsage:
+    """One bucket on one broker, for one quota key, right now."""
+
+    broker: str
+    quota_type: str
+    key: str
+    #: The bucket's tags, raw names; None where the bucket is not keyed by that tag.
+    user: str | None
+    client_id: str | None
+    rate: float | None
+    #: The broker's own figure (ms); None when it reported NaN (nobody throttled lately).
+    throttle_ms: float | None
+    quota: float | None
+    level: int | None
+    source: Entity | None
+    #: For controller_mutation: the token bucket's level (negative: mutations rejected).
+    tokens: float | None = None
+
+    @property
+    def utilisation(self) -> float | None:
+        """rate / quota (1.0 = exactly at quota); None when unlimited or not measured."""
+        if self.rate is None or not self.quota or math.isnan(self.quota):
+            return None
+        return self.rate / self.quota
+
+    @property
+    def over_quota(self) -> bool:
+        if self.quota_type == "controller_mutation" and self.tokens is not None:
+            return self.tokens < 0
+        return self.rate is not None and self.quota is not None and self.rate > self.quota
+
+    @property
+    def throttled(self) -> bool:
+        """Throttled now: the broker reports a throttle time, or the bucket is over quota
+        (the broker throttles its next request)."""
+        return bool(self.throttle_ms and self.throttle_ms > 0) or self.over_quota
+
+    @property
+    def estimated_throttle_ms(self) -> int:
+        """Kafka's arithmetic for the observed rate: the delay per request it implies."""
+        if self.quota is None:
+            return 0
+        if self.quota_type == "controller_mutation":
+            return mutation_throttle_ms(self.tokens if self.tokens is not None else 0.0,
+                                        self.quota)
+        return estimate_throttle(self.key, self.rate or 0.0, self.quota).throttle_ms
+
+    @property
+    def bucket(self) -> dict[str, str | None]:
+        return {USER: self.user, CLIENT_ID: self.client_id}
+
+    @property
+    def shared_by(self) -> str:
+        if self.user is not None and self.client_id is not None:
+            return f"only client id {self.client_id!r} of user {self.user!r}"
+        if self.user is not None:
+            return f"every client id of user {self.user!r} together"
+        if self.client_id is not None:
+            return f"every user running client id {self.client_id!r} together"
+        return "every client without a user or client id"
+
+    def sentence(self) -> str:
+        """One plain sentence from the live figures: who shares what, how much they send,
+        and what the broker does about it."""
+        from .units import format_quota, format_rate
+
+        q = format_quota(self.key, self.quota)
+        entry = "no entry limits it" if self.source is None else \
+            f"set for {self.source} (level {self.level})"
+        if self.user is not None and self.client_id is not None:
+            who, verb = f"Client id {self.client_id!r} of user {self.user!r} has {q} to itself", "sends"
+        elif self.user is not None:
+            who, verb = f"The client ids of user {self.user!r} share {q}", "together they send"
+        else:
+            who, verb = f"Every user running client id {self.client_id!r} shares {q}", \
+                "together they send"
+        rate = "nothing measured" if self.rate is None else format_rate(self.key, self.rate)
+        text = f"{who}, {entry}; {verb} {rate} on {self.broker}"
+        if self.quota is None:
+            return text + ": never throttled."
+        if self.throttled:
+            wait = self.throttle_ms if self.throttle_ms else self.estimated_throttle_ms
+            told = "" if not self.throttle_ms else " as the broker reports"
+            return text + f", so each request waits ≈ {_duration(wait)}{told}."
+        share = "" if self.utilisation is None else f" ({self.utilisation:.0%} of it)"
+        return text + f"{share}: not throttled."
+
+    def as_dict(self) -> dict:
+        return {"broker": self.broker, "quota_type": self.quota_type, "key": self.key,
+                "bucket": self.bucket, "rate": self.rate, "quota": self.quota,
+                "utilisation": self.utilisation, "throttle_ms": self.throttle_ms,
+                "throttled": self.throttled, "level": self.level,
+                "source": None if self.source is None else self.source.as_dict(),
+                "shared_by": self.shared_by}
+
+
+def _duration(ms: float) -> str:
+    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def gather(series: Iterable[Series]) -> dict[tuple, dict[str, float]]:
+    """Series grouped per bucket: ``(broker, quota_type, user, client_id) -> {"rate": …,
+    "throttle": …, "tokens": …}`` (only the figures the broker exported)."""
+    gathered: dict[tuple, dict[str, float]] = {}
+    for s in series:
+        if s.quota_type not in KEY_OF_TYPE:
+            continue
+        row = gathered.setdefault((s.broker, s.quota_type, s.user or None, s.client_id or None),
+                                  {})
+        if s.attribute == _RATE_ATTRIBUTE[s.quota_type]:
+            row["rate"] = s.value
+        elif s.attribute == "throttle-time":
+            row["throttle"] = s.value
+        elif s.attribute == "tokens":
+            row["tokens"] = s.value
+    return gathered
+
+
+def join_usage(series: Iterable[Series], quotas: Mapping[Entity, Mapping[str, float]]
+               ) -> list[BucketUsage]:
+    """One row per (broker, quota type, bucket) the series mention, with the quota that bucket
+    runs against and the entry that set it."""
+    from .bulk import bulk_resolve_buckets
+
+    gathered = gather(series)
+    if not gathered:
+        return []
+    tags = list(dict.fromkeys((u, c) for _, _, u, c in gathered))
+    resolved = bulk_resolve_buckets(quotas, [u for u, _ in tags], [c for _, c in tags],
+                                    tuple(KEY_OF_TYPE.values()))
+    position = {t: i for i, t in enumerate(tags)}
+    rows = []
+    for (broker, quota_type, user, client_id), figures in gathered.items():
+        key = KEY_OF_TYPE[quota_type]
+        i = position[(user, client_id)]
+        level = int(resolved.levels[key][i])
+        source = ladder.source_entity(level, user or "", client_id or "") if level else None
+        rows.append(BucketUsage(
+            broker, quota_type, key, user, client_id, _finite(figures.get("rate")),
+            _finite(figures.get("throttle")),
+            float(resolved.values[key][i]) if level else None, level or None, source,
+            _finite(figures.get("tokens"))))
+    return rows
+
+
+def throttled_rows(rows: Sequence[BucketUsage], above: float | None = None
+                   ) -> list[BucketUsage]:
+    """Buckets throttled now, or (with ``above``, a percentage) running above that share of
+    their quota; worst first (the broker's throttle, then utilisation)."""
+    def hot(r: BucketUsage) -> bool:
+        u = r.utilisation
+        return r.throttled or (above is not None and u is not None and u * 100 >= above)
+
+    return sorted((r for r in rows if hot(r)),
+                  key=lambda r: (-(r.throttle_ms or 0.0), -(r.utilisation or 0.0), r.broker,
+                                 r.quota_type, r.user or "", r.client_id or ""))
+
+
+def client_buckets(rows: Sequence[BucketUsage], user: str, client_id: str
+                   ) -> list[BucketUsage]:
+    """The rows whose bucket holds this client: its (user, client id) bucket, its user's
+    bucket, or its client id's bucket (whichever shape the broker uses per quota type)."""
+    return [r for r in rows
+            if (r.user is None or r.user == user) and (r.client_id is None or r.client_id == client_id)
+            and (r.user is not None or r.client_id is not None)]
+
+
+def clients_seen(series: Iterable[Series], any_other: str) -> list[tuple[str, str]]:
+    """The (user, client id) clients the brokers' buckets show: a pair bucket names both; a
+    user bucket is that user with ``any_other`` client id; a client-id bucket, any user."""
+    seen: dict[tuple[str, str], None] = {}
+    for _, _, user, client_id in gather(series):
+        if user or client_id:
+            seen[(user or any_other, client_id or any_other)] = None
+    return list(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficChange:
+    """A bucket whose quota changes, judged at the rate the brokers measure now."""
+
+    before: BucketUsage
+    after: BucketUsage
+
+    @property
+    def verdict(self) -> str:
+        """``"newly throttled"``, ``"freed"``, ``"still throttled"`` or ``"not throttled"``."""
+        was, now = self.before.over_quota, self.after.over_quota
+        if now and not was:
+            return "newly throttled"
+        if was and not now:
+            return "freed"
+        return "still throttled" if now else "not throttled"
+
+
+def traffic_impact(before: Mapping[Entity, Mapping[str, float]],
+                   after: Mapping[Entity, Mapping[str, float]], series: Iterable[Series]
+                   ) -> list[TrafficChange]:
+    """Every bucket the brokers report whose quota differs between ``before`` and ``after``,
+    with whether it would be throttled at today's rate; those that change verdict first.
+
+    A bucket is judged with the tags it has today: a change that gives a client a more
+    specific entry also moves it to a new bucket, whose rate is then its own share."""
+    series = list(series)
+    old = {(r.broker, r.quota_type, r.user, r.client_id): r for r in join_usage(series, before)}
+    changes = [TrafficChange(old[(r.broker, r.quota_type, r.user, r.client_id)], r)
+               for r in join_usage(series, after)
+               if (r.broker, r.quota_type, r.user, r.client_id) in old]
+    changes = [c for c in changes if (c.before.quota, c.before.level, c.before.source)
+               != (c.after.quota, c.after.level, c.after.source)]
+    order = {"newly throttled": 0, "freed": 1, "still throttled": 2, "not throttled": 3}
+    return sorted(changes, key=lambda c: (order[c.verdict], -(c.after.rate or 0.0)))

@@ -1,0 +1,78 @@
+"""Read Prometheus text from a JMX exporter into :class:`QuotaSeries` records.
+
+Parsing is prometheus_client's (``text_string_to_metric_families``), never by hand; this
+module only decides, through :func:`~quota_core.metrics.rules.rule_for`, which samples are
+client-quota series and decodes their tags. Pure: text in, records out.
+"""
+from __future__ import annotations
+
+import re
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from ..errors import MetricsError
+from .names import decode_client_id, decode_user, jmx_unquote
+from .rules import MBEAN_TYPES, SeriesRule, rule_for
+from .series import ATTRIBUTES, QuotaSeries
+
+__all__ = ["parse_metrics"]
+
+# The jmx_exporter example before 2023 matched `type=(.+), client-id=(.+)` first, so a pair
+# bucket's "type" swallowed the user tag: resource="Produce, user=CN%3Da".
+_LEGACY_RESOURCE = re.compile(r"^(\w+), user=([^,]+)$")
+
+
+def parse_metrics(text: str, broker: str) -> list[QuotaSeries]:
+    """Every client-quota series in ``text`` (Prometheus text format), in the order exported.
+
+    ``broker`` labels the records (the endpoint they came from). Series no rule reads are
+    ignored (jvm_*, other Kafka metrics), and so are broker-wide values without bucket tags.
+    Raises :class:`~quota_core.errors.MetricsError` if the text is not Prometheus text or a
+    tag is not the JMX-quoted form Kafka writes.
+    """
+    try:
+        families = list(text_string_to_metric_families(text))
+    except (ValueError, TypeError, IndexError) as exc:
+        first = next((ln for ln in str(text).splitlines() if ln.strip()), "")[:80]
+        raise MetricsError(
+            f"The metrics from {broker} are not Prometheus text ({exc or 'a line does not parse'}; "
+            f"it starts {first!r}): point the scrape at the JMX exporter's /metrics endpoint.",
+            broker=broker) from exc
+    found: list[QuotaSeries] = []
+    for family in families:
+        for sample in family.samples:
+            rule = rule_for(sample.name)
+            if rule is not None:
+                series = _read(rule, sample.labels, float(sample.value), broker)
+                if series is not None:
+                    found.append(series)
+    return found
+
+
+def _read(rule: SeriesRule, labels: dict[str, str], value: float, broker: str) -> QuotaSeries | None:
+    """One sample as a series, or None when it is not a quota bucket of a known type."""
+    user_tag = labels.get(rule.user_label) if rule.user_label else None
+    quota_type = rule.quota_type
+    if quota_type is None:
+        mbean_type = labels.get(rule.type_label or "", "")
+        legacy = _LEGACY_RESOURCE.match(mbean_type)
+        if legacy and not user_tag:
+            mbean_type, user_tag = legacy.groups()
+        quota_type = MBEAN_TYPES.get(mbean_type)
+        if quota_type is None:  # e.g. the example rules also catch type=app-info,client-id=..
+            return None
+    if rule.attribute not in ATTRIBUTES[quota_type]:
+        return None
+    client_tag = labels.get(rule.client_label) if rule.client_label else None
+    ip_tag = labels.get(rule.ip_label) if rule.ip_label else None
+    if quota_type == "connection" and not ip_tag:
+        return None  # the per-listener connection-accept-rate is not an ip's
+    if quota_type != "connection" and not (user_tag or client_tag):
+        return None  # a broker-wide aggregate: no bucket tags at all
+    return QuotaSeries(
+        broker=broker, quota_type=quota_type, attribute=rule.attribute,
+        user=decode_user(user_tag) if user_tag else None,
+        client_id=decode_client_id(client_tag) if client_tag else None,
+        ip=jmx_unquote(ip_tag) if ip_tag else None,
+        value=value,
+    )

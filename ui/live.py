@@ -1,0 +1,92 @@
+"""The live metrics feed behind the Throttled now page and the Resolve page's live panel.
+
+One feed per configured set of endpoints, per server process: a daemon thread scrapes every
+endpoint every few seconds and keeps the last minutes in a bounded ring, so a page shows a
+line over time without a collector running. Failures are kept per endpoint and shown, never
+raised.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+from quota_core.collector import Endpoint, parse_endpoints
+from quota_core.errors import QuotaError
+
+from .settings import metrics_endpoints
+
+__all__ = ["LiveFeed", "feed", "Frame"]
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One scrape round: when, what every endpoint answered, and which failed (label → why)."""
+
+    at: float
+    series: tuple
+    errors: dict = field(default_factory=dict)
+
+
+class LiveFeed:
+    def __init__(self, endpoints: list[Endpoint], every_s: float = 5.0, keep_s: float = 900.0,
+                 timeout_s: float = 3.0) -> None:
+        self.endpoints, self.every_s, self.timeout_s = endpoints, every_s, timeout_s
+        self.frames: deque[Frame] = deque(maxlen=max(2, int(keep_s / every_s)))
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="quota-live-feed", daemon=True)
+        self._thread.start()
+
+    def _round(self) -> Frame:
+        from quota_core.metrics import scrape
+
+        series, errors = [], {}
+        for endpoint in self.endpoints:
+            try:
+                series.extend(scrape(endpoint.url, endpoint.label, timeout=self.timeout_s))
+            except QuotaError as exc:
+                errors[endpoint.label] = str(exc)
+        return Frame(time.time(), tuple(series), errors)
+
+    def _loop(self) -> None:
+        while True:
+            frame = self._round()
+            with self._lock:
+                self.frames.append(frame)
+            time.sleep(max(0.0, self.every_s - (time.time() - frame.at)))
+
+    def latest(self, wait_s: float = 5.0) -> Frame | None:
+        """The newest round (waiting up to ``wait_s`` for the first one)."""
+        deadline = time.time() + wait_s
+        while True:
+            with self._lock:
+                if self.frames:
+                    return self.frames[-1]
+            if time.time() >= deadline:
+                return None
+            time.sleep(0.05)
+
+    def history(self) -> list[Frame]:
+        with self._lock:
+            return list(self.frames)
+
+
+@st.cache_resource(show_spinner=False)
+def _feed(endpoints_text: str) -> LiveFeed:
+    return LiveFeed(parse_endpoints(endpoints_text),
+                    every_s=float(os.environ.get("QUOTA_LIVE_EVERY", "5")))
+
+
+def feed(secrets: dict) -> tuple[LiveFeed | None, str | None]:
+    """The feed for the configured endpoints: ``(feed, None)``, ``(None, why not)``."""
+    text = metrics_endpoints(dict(os.environ), secrets)
+    if not text:
+        return None, None
+    try:
+        return _feed(text), None
+    except QuotaError as exc:
+        return None, f"The metrics endpoints setting is not usable: {exc}"
