@@ -26,6 +26,7 @@ chromium:
 
 jars: $(STAMP)
 	@$(PY) -c "import localkafka; localkafka.ensure_jars()"
+	@$(PY) -c "import pipeline.jars; pipeline.jars.ensure_spark_jars()"
 
 ## The dashboard: on the cluster configured in .streamlit/secrets.toml or QUOTA_BOOTSTRAP_SERVERS,
 ## else on a local broker it starts itself and seeds with demo quotas.

@@ -342,15 +342,26 @@ class LocalBroker:
         """Format fresh KRaft storage; SCRAM users must be created here, before the first start."""
         shutil.rmtree(self.data_dir, ignore_errors=True)
         self.data_dir.mkdir(parents=True)
-        scram = []
-        for name, password in self.users.items():
-            scram += ["--add-scram", f"{SCRAM_MECHANISM}=[name={name},password={password}]"]
+        # The passwords go in a 0600 file read through argparse4j's "@file" (StorageTool's
+        # parser has fromFilePrefix "@": one argument per line), never on the command line,
+        # which every user can read in `ps` / /proc/PID/cmdline while the tool runs.
+        scram_file = self.workdir / ".scram-args"
+        scram_file.unlink(missing_ok=True)
+        extra = []
+        if self.users:
+            fd = os.open(scram_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                for name, password in self.users.items():
+                    f.write(f"--add-scram\n{SCRAM_MECHANISM}=[name={name},password={password}]\n")
+            extra = [f"@{scram_file}"]
         argv = tool_argv("kafka.tools.StorageTool", "format", "--config", str(self.props_path),
-                         "--cluster-id", self.cluster_id, *scram)
+                         "--cluster-id", self.cluster_id, *extra)
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-        except subprocess.TimeoutExpired:  # its message would quote argv, i.e. the passwords
+        except subprocess.TimeoutExpired:
             raise LocalBrokerError("kafka-storage format did not finish within 120s") from None
+        finally:
+            scram_file.unlink(missing_ok=True)
         if proc.returncode != 0:
             raise LocalBrokerError(
                 f"kafka-storage format failed (exit {proc.returncode}):\n"

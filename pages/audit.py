@@ -6,6 +6,16 @@ from quota_core.audit import records_csv, records_jsonl
 from ui.session import context
 
 ctx = context()
+
+
+def _shown(record) -> str:
+    """The entity with raw names (the record keeps Kafka's text form too, for the CLI)."""
+    try:
+        return record.entity_obj().display()
+    except Exception:  # noqa: BLE001 - a hand-edited log line: show what it says
+        return record.entity_text
+
+
 st.title("Audit log")
 st.caption(f"Every change applied from this console, newest first. Stored append-only in "
            f"`{ctx.audit.path}`.")
@@ -27,7 +37,7 @@ here_only = f3.toggle("Only this cluster", key="au_here", value=False,
 
 cluster_id = ctx.snapshot.info.cluster_id if ctx.snapshot else None
 shown = [r for r in reversed(records)
-         if (not text or text in r.entity_text.lower())
+         if (not text or text in _shown(r).lower())
          and (not who or r.actor in who)
          and (not here_only or r.cluster.get("cluster_id") == cluster_id)]
 
@@ -37,7 +47,7 @@ def _q(q: dict) -> str:
 
 
 table = pd.DataFrame([{
-    "when (UTC)": r.ts, "who": r.actor, "action": r.action, "entity": r.entity_text,
+    "when (UTC)": r.ts, "who": r.actor, "action": r.action, "entity": _shown(r),
     "before": _q(r.before), "after": _q(r.after),
     "cluster": r.cluster.get("label") or r.cluster.get("location") or "",
     "cluster id": r.cluster.get("cluster_id") or "", "note": r.note,

@@ -4,7 +4,7 @@ import streamlit as st
 
 from quota_core import format_quota
 from quota_core.browse import (ALL_KEYS, DEFAULT_LABEL, LEVELS, BrowseFilter, TypeMatch,
-                               at_levels, display_frame, export_csv, export_json, filter_frame,
+                               at_levels, export_csv, export_json, filter_frame,
                                level_counts, sort_frame)
 from quota_core.entities import entity_to_json
 from quota_core.errors import FilterError
@@ -28,6 +28,30 @@ if not ctx.connected:
     st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
     st.stop()
 frame = ctx.snapshot.frame
+dead = ctx.snapshot.dead_keys()
+
+# -- the view lives in the URL, so it can be shared ------------------------------------------
+#: widget key -> query parameter
+URL_STATE = {"br_user_mode": "user_mode", "br_user_name": "user", "br_client_id_mode":
+             "client_id_mode", "br_client_id_name": "client_id", "br_ip_mode": "ip_mode",
+             "br_ip_name": "ip", "br_search": "q", "br_strict": "strict", "br_levels": "levels",
+             "br_sort": "sort", "br_desc": "desc", "br_dead": "never_applies"}
+_FLAGS = {"br_strict", "br_desc", "br_dead"}
+if not st.session_state.get("br_seeded"):
+    qp = st.query_params
+    for widget, param in URL_STATE.items():
+        if param not in qp:
+            continue
+        if widget in _FLAGS:
+            st.session_state[widget] = qp[param] == "1"
+        elif widget == "br_levels":
+            st.session_state[widget] = [lv for lv in qp.get_all(param) if lv in LEVELS]
+        elif widget.endswith("_mode"):
+            if qp[param] in MODES:
+                st.session_state[widget] = qp[param]
+        else:
+            st.session_state[widget] = qp[param]
+    st.session_state["br_seeded"] = True
 
 # -- filters ---------------------------------------------------------------------------------
 with st.container(border=True):
@@ -42,14 +66,20 @@ with st.container(border=True):
             name = col.text_input(f"{label} name", key=f"br_{field}_name",
                                   placeholder="exact name, as the broker sees it")
         matches[field] = TypeMatch(mode, name)
-    c1, c2 = st.columns([3, 1])
+    c1, c2, c3 = st.columns([3, 1, 2])
     search = c1.text_input("Search names", key="br_search", placeholder="part of a user, "
                            "client id or ip (any case)")
     c2.markdown("&nbsp;")
     strict = c2.checkbox("strict", key="br_strict",
                          help="Only entities with exactly the filtered parts (describe's "
-                              "--strict / match only). Without filters it matches nothing, "
-                              "like describe.")
+                              "strict match). Without filters it matches nothing, like "
+                              "describe.")
+    c3.markdown("&nbsp;")
+    only_dead = c3.checkbox(f"only entries that never apply ({len(dead):,})", key="br_dead",
+                            help="Entries with a key that can never limit any client, because "
+                                 "a higher level every one of their clients reaches sets that "
+                                 "key first (e.g. a {client-id=C} key that {user=<default>} "
+                                 "also sets).")
 
 spec = BrowseFilter(matches["user"], matches["client_id"], matches["ip"], strict, search)
 try:
@@ -65,6 +95,8 @@ levels = st.pills("Entries per ladder level (click to show only those levels)", 
                   selection_mode="multi", key="br_levels",
                   format_func=lambda lv: f"{lv} {PATTERNS[lv]} · {counts[lv]:,}")
 shown = at_levels(matching, levels)
+if only_dead:
+    shown = shown[ctx.snapshot.display().loc[shown.index, "never applies"].to_numpy() != ""]
 st.markdown(f"**{len(shown):,}** of {len(frame):,} entries · describe filter `{describe}`"
             + ("" if spec.describe_equivalent and not levels else " (with search, levels or "
                "absent parts, which describe cannot express)"))
@@ -78,30 +110,53 @@ s3.caption("Sort by orders quota columns by their exact value; clicking a column
            "sorts the rows shown by their text.")
 if sort_by != "level" or descending:
     shown = sort_frame(shown, sort_by, descending)
+
+wanted = {}
+for widget, param in URL_STATE.items():
+    value = st.session_state.get(widget)
+    if widget in _FLAGS:
+        if value:
+            wanted[param] = "1"
+    elif widget == "br_levels":
+        if value:
+            wanted[param] = list(value)
+    elif value and value not in ("unset",) and not (widget == "br_sort" and value == "level"):
+        wanted[param] = value
+current = {k: (st.query_params.get_all(k) if k == "levels" else st.query_params[k])
+           for k in st.query_params}
+if current != wanted:
+    st.query_params.from_dict(wanted)
 page = shown
 
-table = display_frame(page)
+table = ctx.snapshot.display().loc[page.index]
+# Sized so every key column shows at 1,400 px: short headers (the key is in the help), the
+# exact value in the row's detail panel, and a narrow ⚠ for entries with keys that never apply.
+SHORT = {"producer_byte_rate": "producer B/s", "consumer_byte_rate": "consumer B/s",
+         "request_percentage": "request %", "controller_mutation_rate": "mutations/s",
+         "connection_creation_rate": "connections/s"}
 column_config = {
-    "user": st.column_config.TextColumn("user", width="medium"),
-    "client-id": st.column_config.TextColumn("client-id", width="medium"),
-    "ip": st.column_config.TextColumn("ip", width="small"),
-    "level": st.column_config.TextColumn("level", width="small",
+    "user": st.column_config.TextColumn("user", width=130),
+    "client-id": st.column_config.TextColumn("client-id", width=130),
+    "ip": st.column_config.TextColumn("ip", width=95),
+    "level": st.column_config.TextColumn("level", width=45,
                                          help="The ladder level this entry's shape fills."),
 }
 order = ["user", "client-id", "ip", "level"]
 for key in ALL_KEYS:
-    if not shown[key].notna().any():
+    if not shown[f"_set_{key}"].any():
         continue  # a key no matching entry sets gets no column
     spec_k = QUOTA_KEYS[key]
-    if spec_k.is_byte_rate:
-        column_config[key] = st.column_config.TextColumn(key, help=spec_k.description)
-        column_config[f"{key} (exact)"] = st.column_config.NumberColumn(
-            "exact B/s", format="localized", help=f"{key}: the exact value in bytes/s.")
-        order += [key, f"{key} (exact)"]
-    else:
-        column_config[f"{key} (exact)"] = st.column_config.NumberColumn(
-            f"{key} ({spec_k.unit})", format="localized", help=spec_k.description)
-        order.append(f"{key} (exact)")
+    column_config[key] = st.column_config.TextColumn(
+        SHORT[key], width=90, help=f"{key}: {spec_k.description} Select a row for the "
+                                   f"exact value.")
+    order.append(key)
+if dead:
+    table = table.assign(**{"⚠": (table["never applies"] != "").map({True: "⚠", False: ""})})
+    column_config["⚠"] = st.column_config.TextColumn(
+        "⚠", width=35, help="Keys of this entry that no client ever gets (a higher level "
+                            "decides them first). Select the row to see which and why, or "
+                            "tick 'only entries that never apply'.")
+    order.append("⚠")
 # Small results: styled (the default in grey italics) and selectable. Big ones: streamed to
 # the browser lazily, a screenful at a time.
 small = len(table) <= EAGER_LIMIT
@@ -122,10 +177,12 @@ rows = event.selection.rows if small and event is not None else []
 if rows and rows[0] < len(page):
     entity = page["_entity"].iloc[rows[0]]
     with st.container(border=True):
-        st.markdown(f"**Selected** `{entity}` — level {page['level'].iloc[rows[0]]}")
+        st.markdown(f"**Selected** `{entity.display()}` — level {page['level'].iloc[rows[0]]}")
         q = ctx.snapshot.quotas.get(entity, {})
         st.markdown("  \n".join(f"{k}: {format_quota(k, v)} ({v:,.0f})" if QUOTA_KEYS[k].is_byte_rate
                                 else f"{k}: {format_quota(k, v)}" for k, v in sorted(q.items())))
+        for reason in dead.get(entity, ()):
+            st.warning(reason.reason(), icon=":material/block:")
         d = entity.as_dict()
         l1, l2 = st.columns(2)
         if entity.is_ip:

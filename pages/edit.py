@@ -11,14 +11,20 @@ import streamlit as st
 from quota_core import (Entity, alteration_problems, diff_alteration, format_quota,
                         parse_quota_value)
 from quota_core.entities import CLIENT_ID, DEFAULT_TEXT, IP, USER, entity_from_json, entity_to_json
-from quota_core.errors import ConcurrentChange, EntityError, QuotaError
-from quota_core.impact import ANY_OTHER, parse_clients_csv
+from quota_core.errors import ConcurrentChange, EntityError, OutcomeUnknown, QuotaError
+from quota_core.history import client_label, duration_text
+from quota_core.history import what_if as history_what_if
+from quota_core.impact import ANY_OTHER, apply_alteration, fallback, parse_clients_csv
+from quota_core.shadows import dead_keys
 from quota_core.live import clients_seen
 from quota_core.units import format_rate
 from quota_core.keys import QUOTA_KEYS, keys_for
 from quota_core.workflow import apply_change, preview
 from ui.render import KEY_ORDER, editable_text, exact_text
+from ui.history import places as history_places
+from ui.history import windows as history_windows
 from ui.live import feed
+from ui.identity import LOCAL, LOCAL_MODE_DETAIL, LOCAL_MODE_NOTICE, SIGNIN
 from ui.session import context, registry, secrets_dict
 
 CLIENT, IPKIND = "user / client-id", "ip"
@@ -33,12 +39,18 @@ if not ctx.policy.editing_enabled:
 if not ctx.connected:
     st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
     st.stop()
+# -- who is editing: ui.identity decides (sign-in, a trusted proxy header, or local mode) -------
+if ctx.identity.mode == LOCAL:
+    st.warning(f"**{LOCAL_MODE_NOTICE}** {LOCAL_MODE_DETAIL}", icon=":material/warning:")
 allowed, why_not = ctx.may_edit()
 if not allowed:
     st.warning(why_not, icon=":material/lock:")
+    if ctx.identity.mode == SIGNIN and ctx.identity.name is None and not ctx.identity.problem:
+        st.button("Sign in to edit", key="sign_in_edit", on_click=st.login, type="primary",
+                  icon=":material/login:")
     st.stop()
 st.caption(f"Changes go to **{ctx.spec.label}** (`{ctx.spec.location}`) and are recorded in "
-           f"the audit log as **{ctx.operator}**.")
+           f"the audit log as **{ctx.operator}** ({ctx.identity.via}).")
 backend = ctx.backend
 ss = st.session_state
 
@@ -110,7 +122,7 @@ with st.container(border=True):
     except EntityError as exc:
         st.error(str(exc), icon="✏️")
         st.stop()
-    st.markdown(f"Entity: `{entity}` — {entity.describe()}")
+    st.markdown(f"Entity: `{entity.display()}` — {entity.describe()}")
 
 entity_param = entity_to_json(entity)
 if st.query_params.get("entity") != entity_param:
@@ -124,7 +136,7 @@ if (ss.get("ed_loaded_entity") != entity or ss.get("ed_reload")
     try:
         loaded = backend.describe_entity(entity)
     except QuotaError as exc:
-        st.error(f"Cannot read {entity}: {exc}")
+        st.error(f"Cannot read {entity.display()}: {exc}")
         st.stop()
     ss["ed_loaded_entity"], ss["ed_before"], ss["ed_reload"] = entity, loaded, False
     for k in keys:
@@ -136,7 +148,7 @@ before: dict = ss["ed_before"]
 result = ss.get("ed_result")
 if result is not None and result.alteration.entity == entity:
     with st.container(border=True):
-        st.success(f"Applied to `{entity}` by {result.record.actor} at {result.record.ts}. "
+        st.success(f"Applied to `{entity.display()}` by {result.record.actor} at {result.record.ts}. "
                    f"Read back from the cluster:", icon=":material/check_circle:")
         st.dataframe([{"key": k, "before": format_quota(k, result.before.get(k)),
                        "after (read back)": format_quota(k, result.after.get(k)),
@@ -151,6 +163,16 @@ if result is not None and result.alteration.entity == entity:
 
 def _reload() -> None:
     ss["ed_reload"] = True
+
+
+def _history_what_if(change):
+    """The change judged against the analysed usage history, when there is one."""
+    where = history_places(secrets_dict())
+    if where is None or not where.ready or change.entity.is_ip:
+        return None
+    now = ctx.snapshot.quotas
+    after = apply_alteration(now, change)
+    return history_what_if(history_windows(str(where.analysis), where.version), now, after)
 
 
 def _clear_all() -> None:
@@ -174,9 +196,20 @@ for k in keys:
         except QuotaError as exc:
             problems.setdefault(k, []).append(str(exc))
 alteration = diff_alteration(entity, before, after)
+# The quota set without this entity's keys that are being removed: what clients fall back to.
+without_entity = {e: q for e, q in ctx.snapshot.quotas.items() if e != entity}
+if after:
+    without_entity[entity] = dict(after)
 entity_problems = []
-if alteration.ops and not problems:
-    for p in alteration_problems(alteration):
+# Every field is checked on every change, each on its own: a field that does not parse keeps
+# its current value here, so it neither hides the other fields' problems nor reads as a delete.
+checked = dict(after)
+for k in problems:
+    if k in before:
+        checked[k] = before[k]
+check = diff_alteration(entity, before, checked)
+if check.ops:
+    for p in alteration_problems(check):
         if p.key in keys:
             problems.setdefault(p.key, []).append(p.message)
         else:
@@ -201,7 +234,11 @@ with st.container(border=True):
                     note += f" — now {format_quota(k, before.get(k))}"
                 st.caption(f"= {note}")
             elif k in before:
-                st.caption(f"will be removed (now {format_quota(k, before[k])})")
+                value, level, source = fallback(without_entity, entity, k)
+                then = ("nothing limits its clients: unlimited" if level is None else
+                        f"its clients fall back to {format_quota(k, value)} from "
+                        f"{source.display()} (level {level})")
+                st.caption(f"will be deleted (now {format_quota(k, before[k])}); {then}")
     for msg in entity_problems:
         st.error(msg)
     st.button("Remove every key (delete the entity)", key="ed_delete", on_click=_clear_all,
@@ -237,6 +274,7 @@ if st.button("Preview", key="ed_preview_btn", type="secondary", icon=":material/
             clients_seen(series, ANY_OTHER) if series else [])
         ss["ed_preview"] = preview(backend, ctx.snapshot.quotas, alteration, before, known,
                                    series)
+        ss["ed_history"] = _history_what_if(alteration)
         ss.pop("ed_conflict", None)
     except QuotaError as exc:
         st.error(f"Preview failed: {exc}")
@@ -255,9 +293,17 @@ with st.container(border=True):
     else:
         for r in pv.outcome.failed:
             st.error(f"The cluster would refuse it: {r.error}", icon=":material/block:")
-    st.markdown(f"**`{entity}`** — before → after")
-    st.dataframe([{"key": c.key, "change": c.change, "before": format_quota(c.key, c.before),
-                   "after": format_quota(c.key, c.after),
+    st.markdown(f"**`{entity.display()}`** — before → after")
+    def _after(c) -> str:
+        if c.change != "removed":
+            return format_quota(c.key, c.after)
+        value, level, source = fallback(without_entity, entity, c.key)
+        return "deleted → " + ("unlimited (no lower level sets it)" if level is None else
+                               f"falls back to {format_quota(c.key, value)} from "
+                               f"{source.display()} (level {level})")
+
+    st.dataframe([{"key": c.key, "change": "delete" if c.change == "removed" else c.change,
+                   "before": format_quota(c.key, c.before), "after": _after(c),
                    "after (exact)": "" if c.after is None else exact_text(c.key, c.after)}
                   for c in pv.diff if c.change != "unchanged"], hide_index=True)
     n_clients = len({(c.user, c.client_id) for c in pv.impact})
@@ -271,9 +317,27 @@ with st.container(border=True):
         if len(pv.impact) > 2000:
             st.caption(f"First 2,000 of {len(pv.impact):,} changes shown.")
     else:
-        st.markdown(f"No {who}s change their effective quota "
-                    f"({pv.clients_checked:,} checked): the change is shadowed, or no known "
-                    f"client resolves through this entity.")
+        dead = {d.key: d for d in dead_keys({**ctx.snapshot.quotas, entity: {
+            **before, **after}}).get(entity, [])}
+        changed_keys = [c.key for c in pv.diff if c.change != "unchanged"]
+        why = [dead[k].reason() for k in changed_keys if k in dead]
+        st.markdown(f"No {who}s change their effective quota ({pv.clients_checked:,} "
+                    f"checked). " + (" ".join(why) if why else
+                                     "No known client resolves through this entity for "
+                                     "these keys: a higher level decides them for every "
+                                     "known client, or no known client is on its ladder."))
+    impact_history = ss.get("ed_history")
+    if impact_history is not None:
+        st.info(impact_history.sentence(), icon=":material/history:")
+        moved = impact_history.changed.sort_values("throttled_s_after", ascending=False)
+        if not moved.empty:
+            st.dataframe([{"client": client_label(u, c), "key": k,
+                           "over quota before": duration_text(b),
+                           "over quota after": duration_text(a)}
+                          for u, c, k, b, a in zip(moved["user"], moved["client_id"],
+                                                   moved["key"], moved["throttled_s_before"],
+                                                   moved["throttled_s_after"])][:200],
+                         hide_index=True)
     if pv.traffic:
         moved = [c for c in pv.traffic if c.verdict in ("newly throttled", "freed")]
         st.markdown(f"**At today's rates** (live metrics): {len(pv.traffic):,} bucket"
@@ -306,11 +370,21 @@ if st.button("Apply", key="ed_apply", type="primary", icon=":material/done_all:"
                                cluster=ctx.cluster_fields(), audit=ctx.audit,
                                action="delete" if not pv.after else "alter")
     except ConcurrentChange as exc:
+        ss.pop("ed_result", None)  # the last "Applied" no longer describes the entity
         ss["ed_conflict"] = {"message": str(exc), "rows": [
             {"key": c.key, "when loaded": format_quota(c.key, c.before),
              "now on the cluster": format_quota(c.key, c.after)}
             for c in exc.context.get("changes", [])]}
         st.rerun()
+    except OutcomeUnknown as exc:
+        # Sent, and the answer was lost: never claim applied or refused. Reload to see.
+        ss.pop("ed_result", None)
+        registry().invalidate(ctx.spec)
+        st.warning(f"Outcome unknown: {exc} Reload the entity to see what the cluster holds "
+                   f"now; applying the same change again is safe.", icon=":material/help:")
+        st.button("Reload the entity", key="ed_unknown_reload", on_click=_reload,
+                  icon=":material/refresh:")
+        st.stop()
     except QuotaError as exc:
         st.error(f"Not applied: {exc}", icon=":material/block:")
         st.stop()

@@ -8,7 +8,9 @@ import streamlit as st
 
 from quota_core import (estimate_throttle, explain_key, parse_quota_value, resolve,
                         resolve_ip)
-from quota_core.entities import entity_to_json
+from quota_core.entities import CLIENT_ID, USER, entity_to_json
+from quota_core.shadows import shadow_notes
+from quota_core.validation import client_name_problems
 from quota_core.errors import QuotaError
 from quota_core.keys import QUOTA_KEYS
 from ui.render import (BUCKET_WORDS, KEY_ORDER, entity_text, exact_text, ladder_html,
@@ -25,7 +27,23 @@ st.caption("Which quota does a client get, which entry sets it, and who shares i
 # Widget state is dropped when another page runs, so the last query is kept separately.
 qp = st.query_params
 last = st.session_state.setdefault("rs_last", {})
+
+
+def _example(quotas) -> dict[str, str]:
+    """A useful first question from the data: a client with its own entry, else a named user."""
+    pairs = sorted((e.name(USER), e.name(CLIENT_ID)) for e in quotas
+                   if not e.is_ip and e.has(USER) and e.has(CLIENT_ID)
+                   and e.name(USER) is not None and e.name(CLIENT_ID) is not None)
+    if pairs:
+        return {"user": pairs[0][0], "client_id": pairs[0][1]}
+    users = sorted(e.name(USER) for e in quotas if not e.is_ip and e.has(USER)
+                   and e.name(USER) is not None)
+    return {"user": users[0], "client_id": "app"} if users else {}
+
+
 seed = dict(qp) if any(k in qp for k in ("user", "client_id", "ip")) else last
+if not seed and ctx.connected:
+    seed = _example(ctx.snapshot.quotas)
 if not any(k in st.session_state for k in ("rs_user", "rs_client", "rs_ip")):
     st.session_state["rs_mode"] = "IP address" if seed.get("ip") else "User / client id"
     st.session_state["rs_user"] = seed.get("user", "")
@@ -59,6 +77,13 @@ if not ctx.connected:
     st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
     st.stop()
 quotas = ctx.snapshot.quotas
+
+problems = client_name_problems(user, client_id, ip)
+if ip and problems:
+    st.error(problems[0], icon=":material/error:")
+    st.stop()
+for problem in problems:
+    st.warning(problem, icon=":material/help:")
 
 if mode == "IP address":
     if not ip:
@@ -99,6 +124,11 @@ for key in keys:
 if not resolution.client.is_ip:
     st.caption("Quotas are enforced by each broker on its own: a client spread over N brokers "
                "can use up to N × the quota in total.")
+    notes = shadow_notes(resolution)
+    if notes:
+        st.subheader("Set back for this client")
+        for note in notes:
+            st.markdown(f"- {note}")
 
 # -- links: share, edit ----------------------------------------------------------------------
 with st.expander("Share or change this"):

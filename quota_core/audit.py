@@ -25,7 +25,39 @@ from .entities import Entity, entity_from_json
 from .keys import json_number
 from .errors import ConfigError
 
-__all__ = ["AuditRecord", "AuditLog", "records_csv", "records_jsonl", "new_record"]
+__all__ = ["AuditRecord", "AuditLog", "records_csv", "records_jsonl", "new_record",
+           "default_audit_path", "DEFAULT_AUDIT_PATH", "os_user", "cluster_fields"]
+
+#: Where every writer (the dashboard, the CLI's --alter / --import / apply) appends by
+#: default: ``.cache/audit/quota-audit.jsonl`` in the checkout (ignored by git).
+DEFAULT_AUDIT_PATH = Path(__file__).resolve().parent.parent / ".cache" / "audit" / "quota-audit.jsonl"
+
+
+def default_audit_path(env: Mapping[str, str], secrets: Mapping | None = None) -> Path:
+    """The audit log every writer shares: ``QUOTA_AUDIT_LOG``, else ``[audit] path`` from
+    the dashboard's secrets, else :data:`DEFAULT_AUDIT_PATH`."""
+    section = (secrets or {}).get("audit")
+    path = env.get("QUOTA_AUDIT_LOG") or (section.get("path")
+                                          if isinstance(section, Mapping) else None)
+    return Path(str(path)) if path else DEFAULT_AUDIT_PATH
+
+
+def os_user() -> str:
+    """Who runs this process, for CLI records without ``--actor``."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no login name (a container without passwd entry)
+        return f"uid {os.getuid()}"
+
+
+def cluster_fields(info: object, label: str | None = None) -> dict:
+    """What a record says about the cluster (as the dashboard's ``ctx.cluster_fields()``),
+    from a backend's :class:`~quota_core.backend.ClusterInfo`."""
+    return {"kind": getattr(info, "kind", None), "label": label,
+            "location": getattr(info, "location", None),
+            "cluster_id": getattr(info, "cluster_id", None)}
 
 
 def _quotas(q: Mapping[str, float]) -> dict[str, float | int | str]:
@@ -68,7 +100,7 @@ class AuditRecord:
 def new_record(*, actor: str, cluster: Mapping[str, object], alteration: Alteration,
                before: Mapping[str, float], after: Mapping[str, float],
                action: str = "alter", outcome: str = "applied", note: str = "",
-               now: datetime | None = None) -> AuditRecord:
+               now: datetime | None = None, extra: Mapping | None = None) -> AuditRecord:
     """Build a record for an applied ``alteration`` (``after`` as read back)."""
     ts = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     return AuditRecord(
@@ -85,6 +117,7 @@ def new_record(*, actor: str, cluster: Mapping[str, object], alteration: Alterat
         after=_quotas(after),
         outcome=outcome,
         note=note,
+        extra=dict(extra or {}),
     )
 
 
@@ -96,16 +129,24 @@ class AuditLog:
         #: Lines that could not be read on the last :meth:`read` (e.g. a torn last line).
         self.skipped = 0
 
-    def append(self, record: AuditRecord) -> None:
-        line = (record.to_json() + "\n").encode("utf-8")
+    def _open(self) -> int:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+            return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         except OSError as exc:
             raise ConfigError(
                 f"Cannot open the audit log {self.path} for appending: {exc}. Set "
-                f"QUOTA_AUDIT_LOG (or [audit] path in secrets) to a writable file.",
-                path=str(self.path)) from exc
+                f"QUOTA_AUDIT_LOG (or [audit] path in secrets, or the CLI's --audit-log) to a "
+                f"writable file.", path=str(self.path)) from exc
+
+    def ensure_writable(self) -> None:
+        """Raise :class:`ConfigError` now if records could not be appended: writers check
+        this before changing anything, so a change is never applied unrecorded."""
+        os.close(self._open())
+
+    def append(self, record: AuditRecord) -> None:
+        line = (record.to_json() + "\n").encode("utf-8")
+        fd = self._open()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:

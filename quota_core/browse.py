@@ -16,6 +16,7 @@ Every entity is also classified by the ladder rung its *shape* fills (:func:`ent
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping
 
@@ -27,6 +28,7 @@ from .keys import format_value
 from .units import format_quota
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
     import pandas as pd
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "sort_frame",
     "at_levels",
     "level_counts",
+    "natural_key",
     "display_frame",
     "export_csv",
     "export_json",
@@ -144,6 +147,27 @@ def quota_rows(quotas: Mapping[Entity, Mapping[str, float]]) -> list[dict]:
     return rows
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple:
+    """``svc-10`` after ``svc-2``: digit runs compare as numbers, the rest case-folded, then
+    the raw text breaks ties (so distinct names never compare equal)."""
+    parts = _DIGITS.split(name)
+    return tuple((0, int(p), "") if i % 2 else (1, 0, p.casefold())
+                 for i, p in enumerate(parts) if p) + ((2, 0, name),)
+
+
+def natural_ranks(names: "list[str | None]") -> "np.ndarray":
+    """Each name's rank in natural order (None, i.e. absent or the default, ranks first)."""
+    import numpy as np
+
+    distinct = sorted({n for n in names if n is not None}, key=natural_key)
+    rank = {n: i + 1 for i, n in enumerate(distinct)}
+    return np.fromiter((rank.get(n, 0) if n is not None else 0 for n in names),
+                       dtype=np.int64, count=len(names))
+
+
 def quota_frame(quotas: Mapping[Entity, Mapping[str, float]]) -> "pd.DataFrame":
     """One row per entity, built once per described set.
 
@@ -195,11 +219,13 @@ def quota_frame(quotas: Mapping[Entity, Mapping[str, float]]) -> "pd.DataFrame":
     search = ["\x1f".join(n or "" for n in triple).lower()
               for triple in zip(names[USER], names[CLIENT_ID], names[IP])]
     columns["_search"] = pd.Series(search, dtype=object)
+    for t in ENTITY_TYPES:  # natural order ranks: svc-2 before svc-10
+        columns[f"_{_TYPE_COLUMNS[t]}_nat"] = natural_ranks(names[t])
     frame = pd.DataFrame(columns)
     frame["_entity"] = pd.Series(entities, dtype=object)
     # Default order: by level, then names (the default sorts before names).
-    frame = frame.sort_values(["level", "_user_kind", "_user", "_client-id_kind", "_client-id",
-                               "_ip_kind", "_ip"], na_position="first", kind="stable")
+    frame = frame.sort_values(["level", "_user_kind", "_user_nat", "_client-id_kind",
+                               "_client-id_nat", "_ip_kind", "_ip_nat"], kind="stable")
     return frame.reset_index(drop=True)
 
 
@@ -243,12 +269,11 @@ def at_levels(frame: "pd.DataFrame", levels: Iterable[str]) -> "pd.DataFrame":
 
 
 def sort_frame(frame: "pd.DataFrame", by: str, descending: bool = False) -> "pd.DataFrame":
-    """Sort by a shown column; names sort by their raw text (the default first), quota
-    columns numerically with unset values last."""
+    """Sort by a shown column; names in natural order (``svc-2`` before ``svc-10``, the
+    default first), quota columns numerically with unset values last."""
     if by in ("user", "client-id", "ip"):
-        cols = [f"_{by}_kind", f"_{by}"]
-        return frame.sort_values(cols, ascending=not descending, na_position="first",
-                                 kind="stable")
+        cols = [f"_{by}_kind", f"_{by}_nat"]
+        return frame.sort_values(cols, ascending=not descending, kind="stable")
     if by not in frame.columns:
         raise KeyError(f"Cannot sort by {by!r}: not a column of the table.")
     return frame.sort_values(by, ascending=not descending, na_position="last", kind="stable")
@@ -267,9 +292,11 @@ def _human(key: str, v: float) -> str:
     return format_quota(key, v)
 
 
-def display_frame(frame: "pd.DataFrame", keys: Iterable[str] = ALL_KEYS) -> "pd.DataFrame":
+def display_frame(frame: "pd.DataFrame", keys: Iterable[str] = ALL_KEYS,
+                  exact: bool = True) -> "pd.DataFrame":
     """The shown columns of ``frame``: names, level, and per key a human text column
-    ``<key>`` plus the exact number as ``<key> (exact)``. Formats each distinct value once."""
+    ``<key>`` plus (with ``exact``) the exact number as ``<key> (exact)``. Formats each
+    distinct value once."""
     import pandas as pd
 
     out = pd.DataFrame({"user": frame["user"], "client-id": frame["client-id"],
@@ -281,7 +308,8 @@ def display_frame(frame: "pd.DataFrame", keys: Iterable[str] = ALL_KEYS) -> "pd.
         shown = col.map(labels).astype(object).where(col.notna(), "")
         shown[is_set & col.isna().to_numpy()] = "NaN (set, never limits)"
         out[key] = shown
-        out[f"{key} (exact)"] = col
+        if exact:
+            out[f"{key} (exact)"] = col
     return out
 
 
@@ -290,12 +318,13 @@ def _name_text(kind: int, name: str | None) -> str:
 
 
 def export_csv(frame: "pd.DataFrame") -> str:
-    """CSV of the rows: ``entity`` in Kafka's text form (unambiguous: a real ``<default>``
-    name is sanitised to ``%3Cdefault%3E``), the level, the names (``<default>`` for the
+    """CSV of the rows: ``entity`` as people read it (raw names, quoted where they could be
+    misread: a real ``<default>`` name is ``"<default>"``, the default entity ``<default>``),
+    the level, the names (``<default>`` for the
     default, empty when absent), and each key's exact value (empty when not set)."""
     import pandas as pd
 
-    out = pd.DataFrame({"entity": [str(e) for e in frame["_entity"]],
+    out = pd.DataFrame({"entity": [e.display() for e in frame["_entity"]],
                         "level": frame["level"].astype(str)})
     for col in ("user", "client-id", "ip"):
         kinds, names = frame[f"_{col}_kind"].to_numpy(), frame[f"_{col}"].to_numpy()

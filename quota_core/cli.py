@@ -7,7 +7,8 @@ Examples::
     kafka-client-quotas --sandbox quotas.sqlite --alter --names client-id=app --defaults user \\
         --add consumer_byte_rate=2MB --delete producer_byte_rate
 
-Exit status: 0 success, 1 the request was refused (reasons on stderr), 2 a usage error.
+Exit status: 0 success, 1 the request was refused (reasons on stderr), 2 a usage error,
+3 outcome unknown: a change was sent and the connection lost before the answer.
 This module only assembles: options in, one library call, text out.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import contextlib
 import itertools
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -25,13 +27,15 @@ from . import output
 from .alterations import Alteration, Op
 from .backend import QuotaBackend
 from .connect import open_backend
-from .entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity
-from .errors import AlterationError, ParseError, QuotaError, ValidationError
+from .entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity, _is_utf8_text
+from .errors import AlterationError, OutcomeUnknown, ParseError, QuotaError, ValidationError
 from .filters import EntityFilter, FilterComponent
+from .inputs import IMPORT_LIMIT, read_text_file
 from .resolution import resolve, resolve_ip
 from .serialization import dumps, import_plan, loads
 from .spec import parse_add, parse_defaults, parse_delete, parse_names
-from .validation import is_ip_literal, validate_alterations
+from .keys import QUOTA_KEYS
+from .validation import is_ip_literal, unknown_key_message, validate_alterations
 
 PROG = "kafka-client-quotas"
 
@@ -72,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print every quota entry as a JSON or YAML document")
     mode.add_argument("--import", dest="import_file", metavar="FILE",
                       help="apply a JSON/YAML export (merge; with --replace make it exact)")
+    mode.add_argument("--init", action="store_true",
+                      help="create an empty sandbox file at --sandbox PATH (the first --alter "
+                           "or --import also creates it; reads never do)")
     mode.add_argument("--throttled", action="store_true",
                       help="every bucket the brokers throttle now (needs --metrics), worst "
                            "first, with the entry that sets its quota")
@@ -104,13 +111,21 @@ def build_parser() -> argparse.ArgumentParser:
                      help="check the alteration with the backend, change nothing")
     alt.add_argument("--replace", action="store_true",
                      help="import: also remove entries the file does not have")
+    alt.add_argument("--actor", metavar="NAME",
+                     help="who makes the change, for the audit log (default: the OS user)")
+    alt.add_argument("--audit-log", metavar="PATH",
+                     help="the audit log --alter and --import append to (default: "
+                          "$QUOTA_AUDIT_LOG, else .cache/audit/quota-audit.jsonl, as the "
+                          "dashboard)")
     live = p.add_argument_group("live throttling (broker metrics)")
     live.add_argument("--metrics", metavar="URL[,URL...]",
                       help="Prometheus endpoints of the brokers' JMX exporter (LABEL=URL to name "
                            "a broker); --resolve then shows rate vs quota per broker")
     live.add_argument("--above", type=float, metavar="PCT",
                       help="--throttled: also buckets running at or above PCT %% of their quota")
-    p.add_argument("--output", choices=("text", "json"), default="text")
+    p.add_argument("--output", choices=output.FORMATS, default="text",
+                   help="text (KIP-546: names sanitised), plain (raw names, values with "
+                        "units) or json")
     return p
 
 
@@ -191,7 +206,7 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
         else:
             resolutions.append(resolve(quotas, names.get(USER), names.get(CLIENT_ID)))
     out.write(output.format_resolutions(resolutions, args.output, live))
-    if args.output == "text":
+    if args.output != "json":
         for note in dict.fromkeys(n for r in resolutions for n in r.client.assumptions()):
             err.write(f"note: {note}\n")
     return 1 if failed else 0
@@ -238,39 +253,107 @@ def _report(outcome, err: TextIO) -> int:
     return 0 if outcome.ok else 1
 
 
+def _parse_add(texts: list[str]) -> list[Op]:
+    """--add values; a mistyped key is named as such ("did you mean"), not as a bad number."""
+    try:
+        return [Op.set(k, v) for text in texts for k, v in parse_add(text)]
+    except ParseError as exc:
+        key = exc.context.get("key")
+        if key and key not in QUOTA_KEYS:
+            raise AlterationError(f"--add {key}=...: {unknown_key_message(key)}") from None
+        raise
+
+
+def _apply(backend: QuotaBackend, alterations: list[Alteration], loaded, args: argparse.Namespace,
+           err: TextIO, action: str):
+    """Through the one workflow (quota_core.workflow): guarded, read back, audited.
+    ``(outcome, ok)``: not ok when the audit log could not be written after applying."""
+    from .audit import AuditLog, cluster_fields, default_audit_path, os_user
+    from .workflow import apply_changes
+
+    audit = AuditLog(args.audit_log or default_audit_path(os.environ))
+    done = apply_changes(backend, alterations, loaded, actor=args.actor or os_user(),
+                         cluster=cluster_fields(backend.info()), audit=audit, action=action,
+                         extra={"via": f"cli {action}"})
+    if done.audit_error is not None:
+        err.write(f"{PROG}: {len(done.applied)} entity change(s) were applied, but the audit "
+                  f"log could not be written: {done.audit_error}\n")
+    return done.outcome, done.audit_error is None
+
+
 def run_alter(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    ops = [Op.set(k, v) for text in args.add for k, v in parse_add(text)]
+    ops = _parse_add(args.add)
     ops += [Op.remove(k) for text in args.delete for k in parse_delete(text)]
     if not ops:
         raise UsageError("--alter needs --add KEY=VALUE and/or --delete KEY.")
     alterations = [Alteration(e, tuple(ops)) for e in _entities(args)]
     validate_alterations(alterations)
+    if args.output != "json" and (args.validate_only or _interactive(err)):
+        for alteration in alterations:  # what was understood: 10m -> 10,000,000 B/s
+            err.write(output.format_alteration(alteration, args.output) + "\n")
+    entities = [a.entity for a in alterations]
+    if len(entities) == 1:
+        loaded = {entities[0]: backend.describe_entity(entities[0])}
+    else:  # one describe for all (the flags give entities of one shape), not one per entity
+        found = backend.describe(EntityFilter(tuple(FilterComponent.any(t)
+                                                    for t in entities[0].types), True))
+        loaded = {e: dict(found.get(e, {})) for e in entities}
     removed = [op.key for op in ops if op.is_remove]
     if removed:  # brokers accept removing an unset key silently; kafka-configs refuses it
         for alteration in alterations:
-            unset = [k for k in removed if k not in backend.describe_entity(alteration.entity)]
+            unset = [k for k in removed if k not in loaded[alteration.entity]]
             if unset:
                 err.write(f"warning: {alteration.entity} has no {', '.join(unset)} to delete "
                           f"(nothing to remove there).\n")
-    outcome = backend.alter(alterations, validate_only=args.validate_only)
+    audited = True
+    if args.validate_only:
+        outcome = backend.alter(alterations, validate_only=True)
+    else:
+        outcome, audited = _apply(backend, alterations, loaded, args, err, "alter")
     if args.output == "json":
         out.write(output.format_outcome(outcome))
     elif args.validate_only and outcome.ok:
         err.write(f"Valid: {len(alterations)} entit{'y' if len(alterations) == 1 else 'ies'} "
                   f"would be altered; nothing was changed (--validate-only).\n")
-    return _report(outcome, err)
+    return _report(outcome, err) or (0 if audited else 1)
+
+
+def _report_unknown(exc: "OutcomeUnknown", err: TextIO, limit: int = 20) -> None:
+    """Per entity what is known after a lost answer (at most ``limit`` lines of each kind)."""
+    known = exc.outcome.results if exc.outcome is not None else ()
+    unchanged = set(exc.not_visible)
+    groups = [
+        ("applied", [r.entity for r in known if r.ok]),
+        ("refused", [r for r in known if not r.ok]),
+        ("outcome unknown (sent, no answer; describe shows it unchanged so far)",
+         [e for e in exc.unknown if e in unchanged]),
+        ("outcome unknown (sent, no answer)", [e for e in exc.unknown if e not in unchanged]),
+        ("not sent (not applied)", list(exc.not_sent)),
+    ]
+    for what, items in groups:
+        for item in items[:limit]:
+            if what == "refused":
+                err.write(f"{PROG}: {item.entity}: {item.error}\n")
+            else:
+                err.write(f"{PROG}: {item}: {what}\n")
+        if len(items) > limit:
+            err.write(f"{PROG}: ... and {len(items) - limit:,} more: {what}\n")
+    err.write(f"{PROG}: {exc}\n")
+
+
+def _interactive(stream: TextIO) -> bool:
+    """A person at a terminal (not a script capturing the stream)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def run_import(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path = Path(args.import_file)
     fmt = "yaml" if path.suffix.lower() in (".yaml", ".yml") else "json"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ParseError(f"Cannot read {path}: {exc.strerror}.") from exc
-    except UnicodeDecodeError as exc:
-        raise ParseError(f"Cannot read {path}: it is not UTF-8 text ({exc.reason} at byte "
-                         f"{exc.start}). Give a JSON or YAML export.") from exc
+    text = read_text_file(path, "--import file", IMPORT_LIMIT,
+                          fix="Give a JSON or YAML export.")  # never a FIFO or /dev/zero
     desired = loads(text, fmt, source=str(path))
     current = backend.describe()
     if args.replace and not desired and current:
@@ -287,10 +370,17 @@ def run_import(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err
         err.write(f"--replace removes {len(gone)} entr{'y' if len(gone) == 1 else 'ies'} not in "
                   f"{path}: {', '.join(str(e) for e in gone[:10])}"
                   f"{' …' if len(gone) > 10 else ''}\n")
-    outcome = backend.alter(plan, validate_only=args.validate_only)
+    audited = True
+    if args.validate_only:
+        if args.output != "json":
+            for alteration in plan:
+                err.write(output.format_alteration(alteration, args.output) + "\n")
+        outcome = backend.alter(plan, validate_only=True)
+    else:
+        outcome, audited = _apply(backend, plan, current, args, err, "import")
     err.write(f"{'Validated' if args.validate_only else 'Applied'} "
               f"{len(outcome.results) - len(outcome.failed)} of {len(plan)} entity changes.\n")
-    return _report(outcome, err)
+    return _report(outcome, err) or (0 if audited else 1)
 
 
 _BOOTSTRAP = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\s:,\[\]]+):[0-9]{1,5}$")
@@ -323,10 +413,17 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError("--metrics goes with --resolve or --throttled.")
     if args.above is not None and not args.throttled:
         raise UsageError("--above goes with --throttled.")
+    for flag, value in (("--timeout", args.timeout), ("--above", args.above)):
+        if value is not None and not isinstance(value, float):  # 3.11: "--x=--" gives []
+            raise UsageError(f"{flag} {' '.join(map(str, value)) or '--'}: give a number.")
     if args.above is not None and not (math.isfinite(args.above) and args.above >= 0):
         raise UsageError(f"--above {args.above:g}: give a percentage of the quota, e.g. 80.")
     if args.replace and not args.import_file:
         raise UsageError("--replace goes with --import.")
+    for flag, value in (("--actor", args.actor), ("--audit-log", args.audit_log)):
+        if value is not None and not (args.alter or args.import_file):
+            raise UsageError(f"{flag} goes with --alter or --import (it is recorded in the "
+                             f"audit log of the changes they make).")
     if (args.export or args.import_file) and (args.names or args.defaults or args.user
                                               or args.client_id or args.ip):
         raise UsageError("--export and --import work on the whole quota set: drop the entity "
@@ -336,14 +433,51 @@ def _check_flags(args: argparse.Namespace) -> None:
                          f"3600.")
     read_only = args.describe or args.resolve or args.export or args.throttled
     if args.sandbox and read_only and not Path(args.sandbox).exists():
-        raise UsageError(f"No sandbox file at {args.sandbox}: it is created by --alter or "
-                         f"--import. Check the path.")
+        raise UsageError(f"No sandbox file at {args.sandbox}: it is created by --alter, "
+                         f"--import or --init. Check the path.")
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    try:
+        return _main(argv, out, err)
+    except KeyboardInterrupt:  # Ctrl-C during a wait: one line, the shell's status for SIGINT
+        err.write(f"{PROG}: interrupted (Ctrl-C).\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug: one line rather than a traceback (the fuzz test finds them)
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        err.write(f"{PROG}: internal error ({detail}). This is a bug: please report it with the "
+                  f"command line.\n")
+        return 1
+
+
+def _names_are_text(args: argparse.Namespace) -> None:
+    """Refuse a name holding undecodable bytes (argv is decoded with surrogateescape) before
+    it reaches a backend: Kafka names are UTF-8, and Java would send such a name as '?'."""
+    for entity_type, names in _entity_choices(args).items():
+        for name in names:
+            if name and not _is_utf8_text(name):
+                Entity.from_pairs([(entity_type, name)])  # raises EntityError naming it
+
+
+def run_init(args: argparse.Namespace, err: TextIO) -> int:
+    """``--init``: make ``--sandbox PATH`` an empty sandbox (reads never create one)."""
+    if not args.sandbox:
+        raise UsageError("--init creates a sandbox file: give --sandbox PATH.")
+    from .sandbox import SandboxBackend
+
+    with SandboxBackend(args.sandbox) as backend:
+        created = backend.init()
+    err.write(f"Created the sandbox {args.sandbox} (no quotas yet).\n" if created else
+              f"{args.sandbox} is already a sandbox: nothing changed.\n")
+    return 0
+
+
+def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     from . import configs_compat  # kafka-configs.sh's quota forms (issue 11)
     if configs_compat.is_configs_command(words):
@@ -359,8 +493,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return int(exc.code or 0)
     try:
         _check_flags(args)
+        _names_are_text(args)
+        if args.init:
+            return run_init(args, err)
         with open_backend(args.sandbox, args.bootstrap_server, args.command_config,
-                          timeout_s=args.timeout) as backend:
+                          timeout_s=args.timeout,
+                          progress=lambda line: err.write(f"{PROG}: {line}\n")) as backend:
             if args.describe:
                 return run_describe(backend, args, out)
             if args.resolve:
@@ -383,6 +521,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     except ValidationError as exc:
         err.write(f"{PROG}: {exc}\n")
         return 1
+    except OutcomeUnknown as exc:  # sent, answer lost: neither "applied" nor "refused"
+        _report_unknown(exc, err)
+        return 3
     except QuotaError as exc:
         err.write(f"{PROG}: {exc}\n")
         return 1
@@ -390,16 +531,25 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return 0
 
 
-#: Commands with their own flags: name -> (module, what it does).
+#: Commands with their own flags: name -> (module[:function], what it does); the function
+#: defaults to ``main(argv, out, err)``.
 SUBCOMMANDS = {"collect": (".collect_cli", "scrape broker metrics and snapshot quotas into a "
-                                           "usage history")}
+                                           "usage history"),
+               "plan": (".plan_cli:plan_main", "compare a desired quota file with the cluster "
+                                               "(exit 0 nothing to do, 2 changes pending)"),
+               "apply": (".plan_cli:apply_main", "apply a plan file exactly, refused if the "
+                                                 "quota set changed since"),
+               # The Spark job lives outside the core (pipeline/): imported only when asked for.
+               "analyze": ("pipeline.analyze:cli_main", "who was throttled, by which entry, and "
+                                                        "what a change would have done (Spark)")}
 
 
 def _subcommand(name: str, argv: list[str], out: TextIO, err: TextIO) -> int:
     import importlib
 
-    module = importlib.import_module(SUBCOMMANDS[name][0], __package__)
-    return module.main(argv, out, err)
+    module_name, _, function = SUBCOMMANDS[name][0].partition(":")
+    module = importlib.import_module(module_name, __package__)
+    return getattr(module, function or "main")(argv, out, err)
 
 
 def main_entry() -> None:

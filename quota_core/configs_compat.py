@@ -31,7 +31,6 @@ import math
 import re
 import socket
 from decimal import Decimal
-from pathlib import Path
 from typing import Callable, Iterable, Sequence, TextIO
 
 from .alterations import Alteration, Op
@@ -40,6 +39,7 @@ from .connect import open_backend
 from .entities import CLIENT_ID, IP, USER, Entity
 from .errors import QuotaError
 from .filters import EntityFilter, FilterComponent
+from .inputs import PROPERTIES_LIMIT, read_bytes_file
 from .kafka_config import load_command_config, parse_properties
 
 __all__ = ["TRIGGERS", "is_configs_command", "main", "parse_options", "check_args",
@@ -382,10 +382,12 @@ def parse_configs_to_be_added(opts: Options) -> dict[str, str]:
     props: dict[str, str] = {}
     if opts.has("add-config-file"):
         path = opts.value_of("add-config-file") or ""
-        try:
-            text = Path(path).read_bytes().decode("latin-1")  # Properties.load(InputStream)
-        except OSError as exc:
-            raise _ours(f"cannot read --add-config-file {path}: {exc.strerror}.") from exc
+        try:  # bounded, and never a FIFO or /dev/zero (inputs.py)
+            text = read_bytes_file(path, "--add-config-file", PROPERTIES_LIMIT).decode(
+                "latin-1")  # Properties.load(InputStream)
+        except QuotaError as exc:
+            raise _ours(f"cannot read --add-config-file {path}: "
+                        f"{exc.context['reason']}.") from exc
         props.update(parse_properties(text))
     if opts.has("add-config"):
         pairs = [_java_split(_EQUALS, item, keep_trailing=True)

@@ -7,11 +7,13 @@ default as ``<default>`` and sanitise real names so the two cannot be confused.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import quote, unquote_plus
 
 from .errors import EntityError
+from .limits import MAX_NAME_BYTES, name_length_problem
 
 __all__ = [
     "USER",
@@ -22,6 +24,7 @@ __all__ = [
     "Entity",
     "sanitize",
     "desanitize",
+    "display_name",
     "entity_to_json",
     "entity_from_json",
 ]
@@ -42,7 +45,33 @@ def sanitize(name: str) -> str:
     Java's URLEncoder keeps ``*`` and encodes ``~``; Python's ``quote`` does the opposite
     for ``~``, and encodes ``*`` already, so only ``~`` needs fixing here.
     """
-    return quote(name, safe="").replace("~", "%7E")
+    # Java's String.getBytes(UTF_8) turns a lone surrogate into '?': so does "replace".
+    return quote(name.encode("utf-8", "replace"), safe="").replace("~", "%7E")
+
+
+def _is_utf8_text(name: str) -> bool:
+    """False when ``name`` holds a lone surrogate (from undecodable bytes: argv, a file)."""
+    try:
+        name.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _first_surrogate(name: str) -> str:
+    char = next(c for c in name if "\ud800" <= c <= "\udfff")
+    return f"U+{ord(char):04X}" + (f", from the byte 0x{ord(char) - 0xDC00:02X}"
+                                    if 0xDC80 <= ord(char) <= 0xDCFF else "")
+
+
+_PLAIN_NAME = re.compile(r"^[^\s,={}\"\\](?:[^,={}\"\\]*[^\s,={}\"\\])?$")
+
+
+def display_name(name: str) -> str:
+    """A raw name as people read it: as is, or JSON-quoted where it could be misread."""
+    if name != DEFAULT_TEXT and _PLAIN_NAME.match(name) and name.isprintable():
+        return name
+    return json.dumps(name, ensure_ascii=False)
 
 
 def desanitize(name: str) -> str:
@@ -96,6 +125,18 @@ class Entity:
                     f"{_describe_type(entity_type)} (--defaults {entity_type}).",
                     entity_type=entity_type,
                 )
+            if name is not None and not _is_utf8_text(name):
+                raise EntityError(
+                    f"The {_describe_type(entity_type)} name {name!r} is not valid text: it "
+                    f"holds a lone surrogate ({_first_surrogate(name)}), which is what invalid "
+                    f"UTF-8 bytes become. Kafka names are UTF-8: write the name in UTF-8 "
+                    f"(check the terminal's or the file's encoding).",
+                    entity_type=entity_type,
+                )
+            if name is not None and len(name) > MAX_NAME_BYTES // 4:  # cheap pre-check
+                too_long = name_length_problem(entity_type, name)
+                if too_long:
+                    raise EntityError(too_long, entity_type=entity_type)
             seen[entity_type] = name
         if not seen:
             raise EntityError(
@@ -151,6 +192,13 @@ class Entity:
         return "{" + ", ".join(
             f"{t}={DEFAULT_TEXT if n is None else sanitize(n)}" for t, n in self.parts
         ) + "}"
+
+    def display(self) -> str:
+        """For people: raw names, double-quoted only where a name could be misread (``,`` ``=``
+        braces, quotes, edge spaces, or a name spelled ``<default>``); the default entity
+        unquoted as ``<default>``: ``{user="CN=etl,OU=data", client-id=<default>}``."""
+        return "{" + ", ".join(f"{t}={DEFAULT_TEXT if n is None else display_name(n)}"
+                               for t, n in self.parts) + "}"
 
     def sort_key(self) -> tuple:
         """A total order: by types present, then the default before names, then names."""

@@ -16,6 +16,7 @@ Everything the library, the CLI, the pages and the backends raise on purpose der
     │   ├── UnsupportedBroker    broker too old for the client-quota APIs (keys 48/49)
     │   ├── ConfigError          a client-properties file we cannot use
     │   ├── RequestRejected      the broker refused a whole request (e.g. a filter)
+    │   ├── OutcomeUnknown       a change was sent, then the connection was lost: applied?
     │   ├── MetricsError         a metrics endpoint unreachable, or its text unreadable
     │   └── SinkError            the collector's output (folder or topic) refused a write
     └── ConcurrentChange         an entity changed between reading and writing it
@@ -40,6 +41,7 @@ __all__ = [
     "UnsupportedBroker",
     "ConfigError",
     "RequestRejected",
+    "OutcomeUnknown",
     "MetricsError",
     "SinkError",
     "ConcurrentChange",
@@ -120,6 +122,25 @@ class MetricsError(BackendError):
 
     Raised by :mod:`quota_core.metrics`; ``context`` carries the ``url`` (or ``broker`` label).
     """
+
+
+class OutcomeUnknown(BackendError):
+    """A change was sent, then the connection was lost before the answer: it may or may not
+    have been applied (the CLI exits 3). Describe when the cluster answers to find out.
+
+    ``outcome`` holds the entities whose result is known (applied, confirmed by a describe, or
+    refused); ``unknown`` those that were sent without an answer that a describe could settle
+    (``not_visible``: of those, the ones a describe showed unchanged); ``not_sent`` those never
+    sent (definitely not applied).
+    """
+
+    def __init__(self, message: str, *, outcome: Any = None, unknown: Any = (),
+                 not_visible: Any = (), not_sent: Any = (), **context: Any) -> None:
+        super().__init__(message, **context)
+        self.outcome = outcome
+        self.unknown = tuple(unknown)
+        self.not_visible = tuple(not_visible)
+        self.not_sent = tuple(not_sent)
 
 
 class SinkError(BackendError):

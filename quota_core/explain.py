@@ -1,4 +1,5 @@
-"""Plain-words explanations of a resolution, for the CLI and the dashboard."""
+"""Plain-words explanations of a resolution, for the CLI and the dashboard: raw names, as
+people wrote them (:meth:`Entity.display`), not the KIP text form."""
 from __future__ import annotations
 
 from .entities import CLIENT_ID, USER
@@ -17,7 +18,7 @@ def explain_key(resolution: Resolution, key: str) -> str:
             return f"No entry sets {key} for ip {client.ip}: unlimited."
         how = "set for this ip" if r.level == 1 else "set by the ip default"
         return (f"Connections from {client.ip} are limited to {format_quota(key, r.value)} "
-                f"on each broker, {how} {r.source}.")
+                f"on each broker, {how} {r.source.display()}.")
     user, cid = client.user, client.client_id
     if r.unlimited:
         skipped = [s.level for s in resolution.ladder if not s.applies and key in s.quotas]
@@ -43,7 +44,7 @@ def explain_key(resolution: Resolution, key: str) -> str:
                    f"{tags[CLIENT_ID]!r} share it")
     else:
         who = f"Client id {cid!r} of user {user!r} gets {amount} to itself"
-    return f"{who}, set for {r.source} (ladder level {r.level})."
+    return f"{who}, set for {r.source.display()} (ladder level {r.level})."
 
 
 def explain(resolution: Resolution) -> list[str]:

@@ -41,6 +41,7 @@ __all__ = [
     "client_impact",
     "ip_impact",
     "ensure_unchanged",
+    "fallback",
     "MAX_UPLOADED_CLIENTS",
 ]
 
@@ -228,6 +229,24 @@ def ip_impact(before: QuotaSet, after: QuotaSet, entity: Entity) -> list[ClientC
                 out.append(ClientChange(ip or "any other ip", "", key, kb.value, kb.level,
                                         ka.value, ka.level, kind="ip"))
     return out
+
+
+def fallback(quotas: QuotaSet, entity: Entity, key: str) -> tuple[float | None, int | None,
+                                                                    Entity | None]:
+    """What a client of ``entity`` gets for ``key`` from ``quotas`` (e.g. after deleting it):
+    ``(value, level, source)``; ``(None, None, None)`` when nothing limits it. The client is
+    the entity's own names, with any other name where the entity has the default or no part."""
+    if entity.is_ip:
+        name = entity.name(IP)
+        kr = resolve_ip(quotas, name if name is not None else "192.0.2.1").keys[key]
+    else:
+        d = entity.as_dict()
+        user = d.get(USER) or ANY_OTHER
+        client_id = d.get(CLIENT_ID) or ANY_OTHER
+        from .resolution import resolve
+
+        kr = resolve(quotas, user, client_id, (key,)).keys[key]
+    return kr.value, kr.level, kr.source
 
 
 def ensure_unchanged(entity: Entity, expected: Mapping[str, float],

@@ -10,6 +10,8 @@ Every kafka-python error is translated here (``raise ... from exc``) into
 :mod:`quota_core.errors`; nothing above this module sees a Kafka client exception::
 
     connection refused, DNS, timeouts, TLS       -> ConnectionFailed
+    lost after an alter was sent, not settled     -> OutcomeUnknown (see :meth:`alter`)
+    an answer larger than RECEIVE_MAX_BYTES       -> RequestRejected (names the size)
     SASL credentials refused                      -> AuthenticationFailed
     CLUSTER_AUTHORIZATION_FAILED                  -> NotAuthorized (names the ACL to grant)
     broker without API keys 48/49 (Kafka < 2.6)   -> UnsupportedBroker
@@ -17,7 +19,10 @@ Every kafka-python error is translated here (``raise ... from exc``) into
     any other request-level refusal               -> RequestRejected
     per-entity alter errors                       -> EntityResult(error, error_code)
 
-Every network wait is bounded by ``timeout_s``. Passwords never reach a message, a ``repr`` or
+Every network wait is bounded by ``timeout_s``, except that a connection every bootstrap
+address refuses fails after about a second (three refusals each): retrying a closed port for
+the whole timeout helps nobody. Large alterations are split into requests a broker accepts
+(:func:`quota_core.limits.request_batches`). Passwords never reach a message, a ``repr`` or
 a log line: kafka-python's own loggers get a filter that redacts the live secrets (at DEBUG it
 logs request bodies, which for SASL/PLAIN contain the password).
 """
@@ -34,11 +39,15 @@ from .alterations import AlterOutcome, Alteration, EntityResult, Op
 from .backend import ClusterInfo, QuotaBackend, QuotaSet
 from .entities import Entity
 from .errors import (AuthenticationFailed, ConfigError, ConnectionFailed, EntityError,
-                     FilterError, NotAuthorized, QuotaError, RequestRejected, UnsupportedBroker)
-from .filters import EntityFilter
+                     FilterError, NotAuthorized, OutcomeUnknown, QuotaError, RequestRejected,
+                     UnsupportedBroker)
+from .filters import EntityFilter, FilterComponent
 from .keys import same_value
-from .kafka_wire import (AlterClientQuotasRequest, DescribeClientQuotasRequest, Errors,
-                         KafkaConnectionManager, MetadataRequest, NetworkSelector)
+from .kafka_wire import (RECEIVE_MAX_BYTES, AlterClientQuotasRequest,
+                         DescribeClientQuotasRequest, Errors, KafkaConnectionManager,
+                         MetadataRequest, NetworkSelector, oversized_frame,
+                         request_may_have_left)
+from .limits import MAX_NAME_BYTES, MAX_RECORDS_PER_REQUEST, request_batches
 from .kafka_config import KafkaClientConfig, client_config, load_command_config
 
 __all__ = ["KafkaBackend", "check_quota_apis"]
@@ -49,6 +58,35 @@ _CLUSTER_AUTHORIZATION_FAILED = 31
 _FILTER_ERRORS = {42, 35}  # INVALID_REQUEST, UNSUPPORTED_VERSION ("Unsupported entity type")
 #: Above this many altered entities, the propagation check describes everything at once.
 _PER_ENTITY_CHECKS = 20
+#: Fail fast when every address refuses: this many refusals each, over at least this long.
+_REFUSALS = 3
+_REFUSED_FOR_S = 1.0
+#: Progress (``progress=``) after this long without an answer, then at this interval.
+_PROGRESS_AFTER_S = 2.0
+_PROGRESS_EVERY_S = 5.0
+#: At most this many entities named in one log line or message.
+_NAMED = 5
+
+
+def _some(entities: Sequence, limit: int = _NAMED) -> str:
+    """A few entities for a message: ``{user=a}, {user=b} and 998 more``."""
+    entities = list(entities)
+    named = ", ".join(str(e) for e in entities[:limit])
+    return named + (f" and {len(entities) - limit:,} more" if len(entities) > limit else "")
+
+
+def _refused(exc: BaseException | None) -> bool:
+    text = str(exc or "")
+    return "ECONNREFUSED" in text or "Connection refused" in text
+
+
+class _LostAfterSend(Exception):
+    """An alter request may have reached the broker, and no answer came back."""
+
+    def __init__(self, cause: BaseException, frame_size: int | None = None) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.frame_size = frame_size
 
 
 # -- secrets never reach a log line --------------------------------------------------------
@@ -137,6 +175,15 @@ def _visible(ops: Sequence[Op], current: Mapping[str, float]) -> bool:
     return all(same_value(current.get(key), value) for key, value in final.items())
 
 
+def _shape_filter(entities) -> EntityFilter:
+    """One describe filter covering ``entities``: any name of their types, when they all have
+    the same types (strict); else everything."""
+    shapes = {e.types for e in entities}
+    if len(shapes) != 1:
+        return EntityFilter.all()
+    return EntityFilter(tuple(FilterComponent.any(t) for t in shapes.pop()), True)
+
+
 class KafkaBackend(QuotaBackend):
     """Client quotas on a Kafka cluster (2.6+; KRaft or ZooKeeper).
 
@@ -147,10 +194,14 @@ class KafkaBackend(QuotaBackend):
 
     #: How long an alter waits for describe to show its effect (metadata propagation).
     propagation_timeout_s = 5.0
+    #: Fault injection for tests: called (in the IO thread) right after an alter request is
+    #: handed to the connection, e.g. to kill the broker before it answers.
+    _after_alter_sent: Callable[[], None] | None = None
 
     def __init__(self, bootstrap_servers: str | None,
                  client_properties: Mapping[str, str] | None = None,
-                 timeout_s: float = 15.0, *, config: KafkaClientConfig | None = None) -> None:
+                 timeout_s: float = 15.0, *, config: KafkaClientConfig | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:
         self.config = config if config is not None else client_config(client_properties)
         bootstrap = (bootstrap_servers or self.config.bootstrap_servers or "").strip()
         if not bootstrap:
@@ -160,6 +211,8 @@ class KafkaBackend(QuotaBackend):
                               f"{timeout_s!r}.")
         self.bootstrap_servers = bootstrap
         self.timeout_s = float(timeout_s)
+        #: Called (from the IO thread) with a line of text while a wait lasts over 2 s.
+        self._progress = progress
         self._node_id = None
         self._closed = False
         self._started = False
@@ -172,6 +225,7 @@ class KafkaBackend(QuotaBackend):
         kwargs = dict(bootstrap_servers=bootstrap, client_id="quota-console",
                       request_timeout_ms=request_ms, reconnect_backoff_ms=50,
                       reconnect_backoff_max_ms=1000,
+                      receive_message_max_bytes=RECEIVE_MAX_BYTES,
                       socket_connection_setup_timeout_ms=min(timeout_ms, 10_000),
                       socket_connection_setup_timeout_max_ms=timeout_ms)
         kwargs.update(self.config.kafka_python_kwargs())
@@ -192,9 +246,11 @@ class KafkaBackend(QuotaBackend):
 
     @classmethod
     def from_command_config(cls, bootstrap_servers: str | None, path: str | Path,
-                            timeout_s: float = 15.0) -> "KafkaBackend":
+                            timeout_s: float = 15.0,
+                            progress: Callable[[str], None] | None = None) -> "KafkaBackend":
         """Connect with the settings of a ``--command-config`` properties file."""
-        return cls(bootstrap_servers, timeout_s=timeout_s, config=load_command_config(path))
+        return cls(bootstrap_servers, timeout_s=timeout_s, config=load_command_config(path),
+                   progress=progress)
 
     def __repr__(self) -> str:
         user = f", user={self.config.username!r}" if self.config.username else ""
@@ -209,9 +265,34 @@ class KafkaBackend(QuotaBackend):
         bootstrap", so a probe connection comes first: it tells a refused port from a wrong
         password from a TLS problem, and fails at once when retrying cannot help. The probe
         connection is then reused by kafka-python's bootstrap.
+
+        When every bootstrap address refuses the connection (nothing listens there), it gives
+        up after :data:`_REFUSALS` refusals each and at least :data:`_REFUSED_FOR_S`; slow or
+        silent addresses get the whole timeout.
         """
-        manager = self._manager
         reasons: dict[str, BaseException] = {}
+        refusals: dict[str, int] = {}
+        started = time.monotonic()
+        ticker = self._start_progress(started, deadline, lambda: (
+            f"still trying to reach the Kafka cluster at {self.bootstrap_servers} "
+            f"({self._so_far(reasons)})"))
+        try:
+            await self._connect_loop(deadline, reasons, refusals, started)
+        finally:
+            self._stop_progress(ticker)
+
+    async def _connect_loop(self, deadline: float, reasons: dict, refusals: dict,
+                            started: float) -> None:
+        manager = self._manager
+        addresses = [f"{b.host}:{b.port}" for b in manager.cluster.bootstrap_brokers()]
+
+        def failed(where: str, exc: BaseException | None) -> None:
+            if exc is not None:  # None: a wait in reconnect backoff, not another try
+                refusals[where] = refusals.get(where, 0) + 1 if _refused(exc) else 0
+            if (time.monotonic() - started >= _REFUSED_FOR_S
+                    and all(refusals.get(a, 0) >= _REFUSALS for a in addresses)):
+                raise self._refused(reasons, sum(refusals.values()), started)
+
         while time.monotonic() < deadline:
             for broker in manager.cluster.bootstrap_brokers():
                 remaining_ms = (deadline - time.monotonic()) * 1000
@@ -222,10 +303,12 @@ class KafkaBackend(QuotaBackend):
                     conn = manager.get_connection(broker.node_id, timeout_ms=remaining_ms,
                                                   refresh_metadata_on_err=False)
                 except Errors.NodeNotReadyError:
-                    continue  # in reconnect backoff
+                    failed(where, None)  # in reconnect backoff
+                    continue
                 except Exception as exc:  # noqa: BLE001 - classified below
                     self._raise_if_hopeless(exc, where, "connect", None)
                     reasons[where] = exc
+                    failed(where, exc)
                     continue
                 stage = "connect"
                 try:
@@ -240,6 +323,7 @@ class KafkaBackend(QuotaBackend):
                     if not (isinstance(exc, Errors.KafkaTimeoutError) and where in reasons):
                         reasons[where] = exc  # a deadline cutting a retry says less
                     conn.close()
+                    failed(where, exc)
                     continue
                 remaining_ms = max(1.0, (deadline - time.monotonic()) * 1000)
                 try:
@@ -325,6 +409,46 @@ class KafkaBackend(QuotaBackend):
             return f"the broker closed the connection{hint}"
         return text or type(exc).__name__
 
+    def _so_far(self, reasons: Mapping[str, BaseException]) -> str:
+        if not reasons:
+            return "no answer yet"
+        return "; ".join(f"{w}: {self._reason(e)}" for w, e in reasons.items()) \
+            if len(reasons) > 1 else self._reason(next(iter(reasons.values())))
+
+    def _refused(self, reasons: Mapping[str, BaseException], tries: int,
+                 started: float) -> ConnectionFailed:
+        where = ", ".join(reasons) or self.bootstrap_servers
+        return ConnectionFailed(
+            f"Cannot reach the Kafka cluster at {self.bootstrap_servers}: connection refused "
+            f"({tries} tries in {time.monotonic() - started:.1f} s; nothing listens at "
+            f"{where}). Check the bootstrap address and that the broker is running.",
+            bootstrap=self.bootstrap_servers, reason="connection refused")
+
+    # -- progress while waiting -------------------------------------------------------------
+    def _start_progress(self, started: float, deadline: float, what: Callable[[], str]):
+        """Call ``progress`` after 2 s, then every 5 s, until :meth:`_stop_progress`."""
+        if self._progress is None:
+            return None
+        state: dict[str, object] = {}
+
+        def tick() -> None:
+            left = max(0.0, deadline - time.monotonic())
+            try:
+                self._progress(f"{what()}; waited {time.monotonic() - started:.0f} s, "  # type: ignore[misc]
+                               f"giving up in {left:.0f} s")
+            except Exception:  # noqa: BLE001 - a broken progress sink must not stop the wait
+                log.debug("progress callback failed", exc_info=True)
+            if left > _PROGRESS_EVERY_S:
+                state["timer"] = self._net.call_later(_PROGRESS_EVERY_S, tick)
+
+        state["timer"] = self._net.call_later(_PROGRESS_AFTER_S, tick)
+        return state
+
+    def _stop_progress(self, state) -> None:
+        if state is not None and state.get("timer") is not None:
+            self._net.cancel(state["timer"])
+            state["timer"] = None
+
     def _unreachable(self, reasons: Mapping[str, BaseException]) -> ConnectionFailed:
         if len(reasons) <= 1:
             reason = self._reason(next(iter(reasons.values()), None))
@@ -336,40 +460,82 @@ class KafkaBackend(QuotaBackend):
             f"is running.", bootstrap=self.bootstrap_servers, reason=reason)
 
     # -- requests -------------------------------------------------------------------------
-    def _call(self, make_request: Callable[[], object], action: str):
+    def _call(self, make_request: Callable[[], object], action: str, *, resend: bool = True,
+              deadline: float | None = None, wait_refused: bool = False):
+        """Send one request and return the answer, within ``timeout_s`` (or ``deadline``).
+
+        ``resend=False`` (alters): once the request may have reached the broker, a lost
+        connection raises :class:`_LostAfterSend` instead of sending it again.
+        ``wait_refused``: keep retrying refused connections until the deadline (a broker
+        restarting), instead of failing after a second."""
         if self._closed:
             raise ConnectionFailed(f"This connection to {self.bootstrap_servers} is closed: "
                                    f"open a new KafkaBackend.")
-        deadline = time.monotonic() + self.timeout_s
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout_s
         try:
-            return self._net.run(self._send, make_request, deadline, action)
-        except QuotaError:
+            return self._net.run(self._send, make_request, deadline, action, resend,
+                                 wait_refused)
+        except (QuotaError, _LostAfterSend):
             raise
         except Errors.KafkaError as exc:  # e.g. the IO loop stopped underneath us
             raise ConnectionFailed(f"The Kafka client failed while {action}: "
                                    f"{self._reason(exc)}.") from exc
 
-    async def _send(self, make_request: Callable[[], object], deadline: float, action: str):
+    async def _send(self, make_request: Callable[[], object], deadline: float, action: str,
+                    resend: bool = True, wait_refused: bool = False):
         """Send to one broker and keep using it: a describe right after an alter then asks
         the broker whose metadata the alter waited for. Retries on connection errors until
-        the deadline (quota alters are idempotent: they set or remove values)."""
-        manager, last = self._manager, None
+        the deadline; a request that may have reached the broker is only sent again when
+        ``resend`` (describes, metadata, validate-only alters)."""
+        started = time.monotonic()
+        state: dict[str, BaseException | None] = {"last": None}
+        ticker = self._start_progress(started, deadline, lambda: (
+            f"still waiting for the Kafka cluster at {self.bootstrap_servers} while {action}"
+            + (f" ({self._reason(state['last'])})" if state["last"] is not None else "")))
+        try:
+            return await self._send_loop(make_request, deadline, action, resend, wait_refused,
+                                         started, state)
+        finally:
+            self._stop_progress(ticker)
+
+    async def _send_loop(self, make_request, deadline, action, resend, wait_refused, started,
+                         state):
+        manager, refusals = self._manager, 0
         while True:
+            last = state["last"]
             remaining_ms = (deadline - time.monotonic()) * 1000
             if remaining_ms <= 0:
                 raise ConnectionFailed(
                     f"No answer from the Kafka cluster at {self.bootstrap_servers} within "
-                    f"{self.timeout_s:.1f} s while {action}: {self._reason(last)}. Check that "
-                    f"the brokers are running.", bootstrap=self.bootstrap_servers)
+                    f"{deadline - started:.1f} s while {action}: {self._reason(last)}. Check "
+                    f"that the brokers are running.", bootstrap=self.bootstrap_servers)
+            if (not wait_refused and refusals >= _REFUSALS
+                    and time.monotonic() - started >= _REFUSED_FOR_S):
+                raise ConnectionFailed(
+                    f"Lost the Kafka cluster at {self.bootstrap_servers} while {action}: "
+                    f"connection refused ({refusals} tries in "
+                    f"{time.monotonic() - started:.1f} s). Check that the brokers are running.",
+                    bootstrap=self.bootstrap_servers, reason="connection refused")
             node = self._node_id if self._node_id is not None else manager.least_loaded_node()
             if node is None:
                 await self._net.sleep(min(0.05, remaining_ms / 1000))
                 continue
+            conn = None
             try:
-                response = await manager.wait_for(
-                    manager.send(make_request(), node_id=node,
-                                 request_timeout_ms=min(remaining_ms, self._request_timeout_ms)),
-                    remaining_ms)
+                conn = manager.get_connection(node)
+                if conn.initializing:  # send once connected: a request then leaves at once
+                    await manager.wait_for(conn.init_future, remaining_ms)
+                    remaining_ms = max(1.0, (deadline - time.monotonic()) * 1000)
+                future = conn.send_request(make_request(), request_timeout_ms=min(
+                    remaining_ms, self._request_timeout_ms))
+                if not resend and self._after_alter_sent is not None:
+                    self._after_alter_sent()
+                response = await manager.wait_for(future, remaining_ms)
+            except Errors.NodeNotReadyError as exc:  # in reconnect backoff: nothing sent
+                state["last"] = last or exc
+                self._node_id = None
+                await self._net.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
             except Errors.IncompatibleBrokerVersion as exc:
                 check_quota_apis(manager.broker_version_data, self.bootstrap_servers)
                 raise UnsupportedBroker(f"The broker does not support this request: {exc}") \
@@ -377,11 +543,26 @@ class KafkaBackend(QuotaBackend):
             except Errors.SaslAuthenticationFailedError as exc:
                 self._raise_if_hopeless(exc, self.bootstrap_servers, "connect", None)
             except (Errors.KafkaError, OSError) as exc:
-                last, self._node_id = exc, None
+                size = oversized_frame(exc)
+                left = conn is not None and request_may_have_left(conn)
+                if not resend and (left or size is not None):
+                    self._node_id = None
+                    raise _LostAfterSend(exc, size) from exc
+                if size is not None:
+                    raise self._too_large(size, action) from exc
+                state["last"], self._node_id = exc, None
+                refusals = refusals + 1 if _refused(exc) else 0
                 await self._net.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
             else:
                 self._node_id = node
                 return response
+
+    def _too_large(self, size: int, action: str) -> RequestRejected:
+        return RequestRejected(
+            f"The cluster's answer while {action} is {size:,} bytes, more than this client "
+            f"reads ({RECEIVE_MAX_BYTES:,} bytes). Describe a part of the quota set with "
+            f"entity flags (e.g. --defaults user, --names client-id=NAME).",
+            size=size, limit=RECEIVE_MAX_BYTES)
 
     def _not_authorized(self, operation: str, why: str, acl: str) -> NotAuthorized:
         principal = self.config.principal()
@@ -394,7 +575,18 @@ class KafkaBackend(QuotaBackend):
 
     # -- the backend interface -------------------------------------------------------------
     def describe(self, entity_filter: EntityFilter | None = None) -> QuotaSet:
+        return self._describe(entity_filter)
+
+    def _describe(self, entity_filter: EntityFilter | None = None, *,
+                  deadline: float | None = None, wait_refused: bool = False) -> QuotaSet:
         flt = entity_filter or EntityFilter.all()
+        for c in flt.components:
+            if c.match is not None and len(c.match.encode("utf-8", "surrogatepass")) > \
+                    MAX_NAME_BYTES:
+                # A broker closes the connection on such a request, without an answer.
+                raise FilterError(f"The {c.entity_type} name in the filter is longer than a "
+                                  f"Kafka broker holds ({MAX_NAME_BYTES:,} bytes of UTF-8): "
+                                  f"no entity can match it.")
         component = DescribeClientQuotasRequest.ComponentData
 
         def make():
@@ -403,7 +595,8 @@ class KafkaBackend(QuotaBackend):
                                       match=c.match) for c in flt.components],
                 strict=flt.strict)
 
-        response = self._call(make, "describing quotas")
+        response = self._call(make, "describing quotas", deadline=deadline,
+                              wait_refused=wait_refused)
         if response.error_code:
             error = Errors.for_code(response.error_code)
             message = response.error_message or error.description
@@ -429,11 +622,67 @@ class KafkaBackend(QuotaBackend):
 
     def alter(self, alterations: Sequence[Alteration],
               validate_only: bool = False) -> AlterOutcome:
+        """Apply (or validate) the alterations, one result per entity.
+
+        More than a broker accepts in one request (10,000 changed keys: see
+        :mod:`quota_core.limits`) goes in several requests, in order; every alteration of an
+        entity stays in one request. When the connection is lost after a request was sent,
+        the alter is not sent again: describe (when the cluster answers, within ``timeout_s``)
+        tells which changes were applied. If all of them were, the alter returns normally;
+        otherwise :class:`OutcomeUnknown` says per entity what is known.
+        """
         # An entity given twice is sent as it is: the broker applies the first alteration and
         # answers once for the entity, with an error (the sandbox does the same).
         alterations = list(alterations)
         if not alterations:
             return AlterOutcome((), validate_only)
+        batches = request_batches(alterations)
+        results: dict[Entity, EntityResult] = {}
+        for index, batch in enumerate(batches):
+            action = "validating quota changes" if validate_only else "altering quotas"
+            if len(batches) > 1:
+                action += f" (request {index + 1} of {len(batches)}, {len(batch):,} entities)"
+                log.info("%s", action)
+            later = [a.entity for b in batches[index + 1:] for a in b]
+            try:
+                results.update(self._alter_request(batch, validate_only, action))
+            except _LostAfterSend as lost:
+                results.update(self._settle(batch, lost, results, later, action))
+            except ConnectionFailed as exc:
+                if not results:
+                    raise  # nothing was sent: a plain connection failure
+                sent = {r.entity: r for r in results.values()}
+                raise OutcomeUnknown(
+                    f"{exc} {len(sent):,} of {len(set(a.entity for a in alterations)):,} "
+                    f"entities were sent before ({sum(r.ok for r in sent.values()):,} applied); "
+                    f"the other {len(batch) + len(later):,} were not sent.",
+                    outcome=AlterOutcome(tuple(sent.values()), validate_only),
+                    not_sent=list(dict.fromkeys([a.entity for a in batch] + later))) from exc
+        ordered = [results[e] for e in dict.fromkeys(a.entity for a in alterations)]
+        if not validate_only:
+            first = {}
+            for a in alterations:
+                first.setdefault(a.entity, a)
+            self._await_propagation([first[r.entity] for r in ordered if r.ok
+                                     and first[r.entity].ops])
+        return AlterOutcome(tuple(ordered), validate_only)
+
+    def alter_request(self, alterations: Sequence[Alteration],
+                      validate_only: bool = False) -> AlterOutcome:
+        """Send the alterations in one AlterClientQuotas request, unsplit: the broker's
+        per-request limits apply (over 10,000 changed keys, every entity is refused with
+        POLICY_VIOLATION). For checking the sandbox against a broker; use :meth:`alter`."""
+        action = "validating quota changes" if validate_only else "altering quotas"
+        try:
+            results = self._alter_request(list(alterations), validate_only, action)
+        except _LostAfterSend as lost:
+            raise OutcomeUnknown(f"Outcome unknown: {self._lost(lost, action)}.",
+                                 unknown=list(dict.fromkeys(a.entity for a in alterations))
+                                 ) from lost.cause
+        return AlterOutcome(tuple(results.values()), validate_only)
+
+    def _alter_request(self, batch: Sequence[Alteration], validate_only: bool,
+                       action: str) -> dict[Entity, EntityResult]:
         entry_cls = AlterClientQuotasRequest.EntryData
 
         def make():
@@ -444,30 +693,114 @@ class KafkaBackend(QuotaBackend):
                     ops=[entry_cls.OpData(key=op.key, value=0.0 if op.value is None
                                           else float(op.value), remove=op.value is None)
                          for op in a.ops])
-                for a in alterations], validate_only=validate_only)
+                for a in batch], validate_only=validate_only)
 
-        action = "validating quota changes" if validate_only else "altering quotas"
-        response = self._call(make, action)
+        # A validate-only request changes nothing: sending it again is harmless.
+        response = self._call(make, action, resend=validate_only)
         answers = {_entity_key(entry.entity): entry for entry in response.entries}
-        results = []
-        for alteration in {a.entity: a for a in alterations}.values():
+        results: dict[Entity, EntityResult] = {}
+        for alteration in batch:
+            if alteration.entity in results:
+                continue
             entry = answers.get(frozenset(alteration.entity.parts))
             if entry is None:
-                results.append(EntityResult(alteration.entity, "The broker did not answer for "
-                                            "this entity.", "UNKNOWN_SERVER_ERROR"))
+                results[alteration.entity] = EntityResult(
+                    alteration.entity, "The broker did not answer for this entity.",
+                    "UNKNOWN_SERVER_ERROR")
             elif entry.error_code == _CLUSTER_AUTHORIZATION_FAILED:
                 raise self._not_authorized("ALTER_CONFIGS", "alter quotas", "AlterConfigs")
             elif entry.error_code:
                 error = Errors.for_code(entry.error_code)
-                results.append(EntityResult(alteration.entity,
-                                            entry.error_message or error.description,
-                                            error.message))
+                results[alteration.entity] = EntityResult(
+                    alteration.entity, entry.error_message or error.description, error.message)
             else:
-                results.append(EntityResult(alteration.entity))
-        if not validate_only:
-            distinct = {a.entity: a for a in alterations}.values()
-            self._await_propagation([a for a, r in zip(distinct, results) if r.ok and a.ops])
-        return AlterOutcome(tuple(results), validate_only)
+                results[alteration.entity] = EntityResult(alteration.entity)
+        refused = [r for r in results.values() if r.error_code == "POLICY_VIOLATION"]
+        if len(refused) > 1 and len(refused) == len(results):
+            log.warning("the broker refused a whole request of %d entities (%s): more than %d "
+                        "changed keys?", len(results), refused[0].error, MAX_RECORDS_PER_REQUEST)
+        return results
+
+    def _lost(self, lost: _LostAfterSend, action: str) -> str:
+        if lost.frame_size is not None:
+            return (f"the cluster's answer while {action} was {lost.frame_size:,} bytes, more "
+                    f"than this client reads ({RECEIVE_MAX_BYTES:,} bytes)")
+        reason = self._reason(lost.cause).split(" (if its listener")[0]
+        return (f"the connection to the Kafka cluster at {self.bootstrap_servers} was lost "
+                f"while {action}, after the request was sent ({reason})")
+
+    def _settle(self, batch: Sequence[Alteration], lost: _LostAfterSend,
+                earlier: Mapping[Entity, EntityResult], later: Sequence[Entity],
+                action: str) -> dict[Entity, EntityResult]:
+        """After a request was sent and its answer lost: describe (when the cluster answers,
+        for at most ``timeout_s``) until every change shows. Returns the batch's results when
+        all of them were applied; raises :class:`OutcomeUnknown` otherwise."""
+        why = self._lost(lost, action)
+        first: dict[Entity, Alteration] = {}
+        repeated: set[Entity] = set()
+        for a in batch:
+            if a.entity in first:
+                repeated.add(a.entity)  # the broker's answer for it would be an error
+            first.setdefault(a.entity, a)
+        log.warning("%s; describing the %d entities to find out whether it was applied",
+                    why, len(first))
+        if self._progress is not None:
+            self._progress(f"{why}. Describing the {len(first):,} entities when the cluster "
+                           f"answers (up to {self.timeout_s:g} s) to find out whether the change "
+                           f"was applied.")
+        deadline = time.monotonic() + self.timeout_s
+        pending = [a for e, a in first.items() if e not in repeated]
+        confirmed: list[Entity] = []
+        answered_at = None
+        delay = 0.05
+        while pending:
+            try:
+                current = self._current(pending, deadline)
+            except QuotaError as exc:  # the cluster did not answer in time, or we may not look
+                log.info("cannot settle the alter: %s", exc)
+                break
+            answered_at = answered_at or time.monotonic()
+            confirmed += [a.entity for a in pending if _visible(a.ops, current[a.entity])]
+            pending = [a for a in pending if a.entity not in set(confirmed)]
+            if (not pending or time.monotonic() - answered_at > self.propagation_timeout_s
+                    or time.monotonic() + delay > deadline):
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+        if not pending and not repeated:
+            log.warning("describe shows all %d changes applied", len(first))
+            if self._progress is not None:
+                self._progress(f"Describe shows the change applied to all {len(first):,} "
+                               f"entities.")
+            return {e: EntityResult(e) for e in first}
+        unknown = [a.entity for a in pending] + sorted(repeated, key=Entity.sort_key)
+        known = list(earlier.values()) + [EntityResult(e) for e in confirmed]
+        shown = answered_at is not None
+        state = (f"a describe shows {len(pending):,} of them unchanged so far: "
+                 f"{_some(a.entity for a in pending)}" if shown and pending else
+                 f"the cluster did not answer again within {self.timeout_s:g} s")
+        raise OutcomeUnknown(
+            f"Outcome unknown: {why}. Of the {len(first):,} entities in that request, "
+            f"{len(confirmed):,} show the change (applied); for {len(unknown):,} it is unknown "
+            f"whether it was applied ({state})"
+            + (f"; {len(later):,} more were not sent" if later else "") +
+            ". Describe them when the cluster answers, or run the same command again (setting "
+            "and removing quota keys gives the same result when repeated).",
+            outcome=AlterOutcome(tuple(known), False), unknown=unknown,
+            not_visible=[a.entity for a in pending] if shown else [],
+            not_sent=list(dict.fromkeys(later)))
+
+    def _current(self, alterations: Sequence[Alteration],
+                 deadline: float) -> dict[Entity, dict[str, float]]:
+        """The quotas of each altered entity now: one describe per entity for a few, one
+        describe of their shape (or of everything) for many. Waits for a restarting broker."""
+        if len(alterations) <= _PER_ENTITY_CHECKS:
+            return {a.entity: self._describe(EntityFilter.for_entity(a.entity),
+                                             deadline=deadline, wait_refused=True)
+                    .get(a.entity, {}) for a in alterations}
+        everything = self._describe(_shape_filter(a.entity for a in alterations),
+                                    deadline=deadline, wait_refused=True)
+        return {a.entity: everything.get(a.entity, {}) for a in alterations}
 
     def _await_propagation(self, applied: Sequence[Alteration]) -> None:
         """Poll describe until it shows every applied change, for at most
@@ -481,7 +814,7 @@ class KafkaBackend(QuotaBackend):
                 if len(pending) <= _PER_ENTITY_CHECKS:
                     current = {a.entity: self.describe_entity(a.entity) for a in pending}
                 else:
-                    everything = self.describe()
+                    everything = self.describe(_shape_filter(a.entity for a in pending))
                     current = {a.entity: everything.get(a.entity, {}) for a in pending}
             except QuotaError as exc:  # cannot check (e.g. no DESCRIBE_CONFIGS): not an error
                 log.info("not waiting for quota changes to show: %s", exc)
@@ -491,7 +824,7 @@ class KafkaBackend(QuotaBackend):
                 return
             if time.monotonic() + delay > deadline:
                 log.warning("after %.1f s, describe does not yet show the change for %s",
-                            self.propagation_timeout_s, ", ".join(str(a.entity) for a in pending))
+                            self.propagation_timeout_s, _some(a.entity for a in pending))
                 return
             time.sleep(delay)
             delay = min(delay * 2, 0.25)

@@ -424,15 +424,13 @@ def client_config(properties: Mapping[str, str] | None,
 
 def load_command_config(path: str | Path) -> KafkaClientConfig:
     """Read and check a ``--command-config`` properties file."""
+    from .inputs import PROPERTIES_LIMIT, read_bytes_file
+
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise ConfigError(f"The --command-config file {path} does not exist.",
-                          path=str(path)) from exc
-    except OSError as exc:
-        raise ConfigError(f"Cannot read the --command-config file {path}: "
-                          f"{exc.strerror or type(exc).__name__}.", path=str(path)) from exc
+    if not path.exists() and not path.is_symlink():
+        raise ConfigError(f"The --command-config file {path} does not exist.", path=str(path))
+    # Bounded, and never a FIFO or /dev/zero: those would hang the CLI.
+    raw = read_bytes_file(path, "--command-config file", PROPERTIES_LIMIT, ConfigError)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -20,8 +20,17 @@ import sys
 #: The kafka-python release these internals were written against.
 KAFKA_PYTHON_VERSION = "3.0.12"
 
-__all__ = ["KAFKA_PYTHON_VERSION", "Errors", "KafkaConnectionManager", "NetworkSelector",
-           "AlterClientQuotasRequest", "DescribeClientQuotasRequest", "MetadataRequest"]
+__all__ = ["KAFKA_PYTHON_VERSION", "RECEIVE_MAX_BYTES", "Errors", "KafkaConnectionManager",
+           "NetworkSelector", "AlterClientQuotasRequest", "DescribeClientQuotasRequest",
+           "MetadataRequest", "oversized_frame", "request_may_have_left"]
+
+#: The largest answer accepted (``receive_message_max_bytes``). kafka-python's connection
+#: manager defaults to 1,000,000 bytes, which a DescribeClientQuotas answer passes at about
+#: 20,000 entries: its parser then raises InvalidReceiveError("Invalid frame length: N") and
+#: aborts the connection, and a caller that retries on connection errors waits for nothing.
+#: The protocol cannot page a describe, so the answer must fit: 100 MB (librdkafka's
+#: ``receive.message.max.bytes`` default) is over 500,000 entries with four keys each.
+RECEIVE_MAX_BYTES = 100_000_000
 
 
 def _register_package_lazily() -> None:
@@ -52,3 +61,24 @@ from kafka.net.selector import NetworkSelector  # noqa: E402
 from kafka.protocol.admin import (AlterClientQuotasRequest,  # noqa: E402
                                   DescribeClientQuotasRequest)
 from kafka.protocol.metadata import MetadataRequest  # noqa: E402
+
+
+def oversized_frame(exc: BaseException) -> int | None:
+    """The size of an answer the parser refused as larger than ``receive_message_max_bytes``
+    (kafka.protocol.parser: ``InvalidReceiveError('Invalid frame length: %d')``), else None."""
+    if isinstance(exc, Errors.InvalidReceiveError):
+        text = str(exc)
+        if "Invalid frame length:" in text:
+            try:
+                return int(text.rsplit(":", 1)[1].strip())
+            except ValueError:
+                return None
+    return None
+
+
+def request_may_have_left(conn) -> bool:
+    """Whether a request given to ``conn.send_request`` may have reached the broker: it did
+    unless the connection failed before its set-up completed (requests sent while a connection
+    initialises are buffered, and written only once its ``init_future`` succeeds)."""
+    init = conn.init_future
+    return bool(init.is_done and init.succeeded())

@@ -115,7 +115,7 @@ class BucketUsage:
 
         q = format_quota(self.key, self.quota)
         entry = "no entry limits it" if self.source is None else \
-            f"set for {self.source} (level {self.level})"
+            f"set for {self.source.display()} (level {self.level})"
         if self.user is not None and self.client_id is not None:
             who, verb = f"Client id {self.client_id!r} of user {self.user!r} has {q} to itself", "sends"
         elif self.user is not None:

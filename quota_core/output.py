@@ -2,21 +2,64 @@
 
 Text follows KIP-546: entities as ``{user=alice, client-id=<default>}`` with names sanitised,
 ``key=value`` lines sorted by key. JSON carries raw names and ``null`` for the default.
+``plain`` is the text layout for people: raw names (quoted only where a name could be misread, as Entity.display does:
+``{user='CN=a,OU=b'}``, ``{user='<default>'}``) and values with their unit.
 """
 from __future__ import annotations
 
 import json
 from typing import Mapping, Sequence
 
-from .alterations import AlterOutcome
-from .entities import Entity, sanitize
-from .keys import format_value, json_number
+from .alterations import AlterOutcome, Alteration
+from .entities import DEFAULT_TEXT, Entity, display_name, sanitize
+from .keys import QUOTA_KEYS, format_value, json_number
 from .live import BucketUsage, client_buckets
 from .resolution import Resolution
-from .units import format_quota, format_rate
+from .units import format_exact, format_quota, format_rate
 
 __all__ = ["format_describe", "format_resolutions", "format_outcome", "resolution_to_json",
-           "live_for_key", "format_throttled"]
+           "live_for_key", "format_throttled", "entity_text", "format_parsed",
+           "format_alteration", "format_plan", "format_key_change"]
+
+#: Output formats of the CLI.
+FORMATS = ("text", "plain", "json")
+
+
+def _plain_name(name: str | None) -> str:
+    return DEFAULT_TEXT if name is None else display_name(name)
+
+
+def entity_text(entity: Entity, fmt: str = "text") -> str:
+    """``{user=alice, client-id=<default>}``: names sanitised (text, KIP-546) or raw
+    (plain: :meth:`Entity.display`, quoted where they could be misread)."""
+    return entity.display() if fmt == "plain" else str(entity)
+
+
+def format_parsed(key: str, value: float) -> str:
+    """A value as it will be sent, exactly, with its unit: ``10,000,000 B/s``."""
+    spec = QUOTA_KEYS.get(key)
+    if spec is not None and spec.is_byte_rate and float(value).is_integer():
+        return f"{int(value):,} B/s"
+    return format_exact(key, value)
+
+
+def _value(key: str, value: float | None, fmt: str) -> str:
+    if value is None:
+        return "unlimited"
+    if fmt == "plain":
+        spec = QUOTA_KEYS.get(key)
+        if spec is not None and spec.is_byte_rate:
+            return f"{format_value(value)} ({format_quota(key, value)})"
+        return format_quota(key, value)
+    return format_value(value)
+
+
+def format_alteration(alteration: Alteration, fmt: str = "text") -> str:
+    """One line per entity for stderr: what --alter sends, parsed:
+    ``{user=alice}: producer_byte_rate=10,000,000 B/s, delete request_percentage``."""
+    parts = [f"delete {op.key}" if op.value is None else f"{op.key}={format_parsed(op.key, op.value)}"
+             for op in alteration.ops]
+    return f"{entity_text(alteration.entity, fmt)}: {', '.join(parts)}"
 
 
 def _json(value: object) -> str:
@@ -31,7 +74,8 @@ def format_describe(quotas: Mapping[Entity, Mapping[str, float]], fmt: str = "te
                       for e in entities])
     blocks = []
     for e in entities:
-        lines = [str(e)] + [f"{k}={format_value(v)}" for k, v in sorted(quotas[e].items())]
+        lines = [entity_text(e, fmt)] + [f"{k}={_value(k, v, fmt)}"
+                                         for k, v in sorted(quotas[e].items())]
         blocks.append("\n".join(lines) + "\n")
     return "\n".join(blocks)
 
@@ -72,9 +116,10 @@ def resolution_to_json(r: Resolution, live: Sequence[BucketUsage] | None = None)
     }
 
 
-def _client_header(r: Resolution) -> str:
+def _client_header(r: Resolution, fmt: str = "text") -> str:
     # Names sanitised like Entity.__str__, so a name with ", " or "=" cannot fake another part.
-    return "{" + ", ".join(f"{t}={sanitize(n)}" for t, n in r.client.as_dict().items()) + "}"
+    name = _plain_name if fmt == "plain" else sanitize
+    return "{" + ", ".join(f"{t}={name(n)}" for t, n in r.client.as_dict().items()) + "}"
 
 
 def _live_text(key: str, row: BucketUsage) -> str:
@@ -95,13 +140,15 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
         lines = []
         for k, kr in sorted(r.keys.items()):
             if kr.value is not None:
-                lines.append(f"{k}={format_value(kr.value)} {kr.source}")
+                lines.append(f"{k}={_value(k, kr.value, fmt)} "
+                             f"{entity_text(kr.source, fmt)}")  # type: ignore[arg-type]
+                lines.append(f"  level {kr.level}, shared by {kr.bucket.shared_by}")
             if live is not None and not r.client.is_ip:
                 mine = [row for row in client_buckets(live, r.client.user or "",
                                                       r.client.client_id or "") if row.key == k]
                 lines += [_live_text(k, row) for row in sorted(mine, key=lambda x: x.broker)]
         if len(resolutions) > 1:
-            lines.insert(0, _client_header(r))
+            lines.insert(0, _client_header(r, fmt))
         blocks.append("".join(line + "\n" for line in lines))
     return "\n".join(b for b in blocks if b)
 
@@ -123,11 +170,89 @@ def format_throttled(rows: Sequence[BucketUsage], fmt: str = "text") -> str:
                       for r in rows])
     lines = []
     for r in rows:
-        tags = ", ".join(f"{t}={sanitize(n)}" for t, n in r.bucket.items() if n is not None)
+        name = _plain_name if fmt == "plain" else sanitize
+        tags = ", ".join(f"{t}={name(n)}" for t, n in r.bucket.items() if n is not None)
         rate = "?" if r.rate is None else format_rate(r.key, r.rate)
         share = "" if r.utilisation is None else f" ({r.utilisation:.0%})"
         throttle = f"throttle {r.throttle_ms:,.0f} ms" if r.throttle_ms else "no throttle yet"
-        where = "no quota" if r.source is None else f"{r.source} (level {r.level})"
+        where = ("no quota" if r.source is None
+                 else f"{entity_text(r.source, fmt)} (level {r.level})")
         lines.append(f"{r.broker} {r.quota_type} {{{tags}}}: {rate} of "
                      f"{format_quota(r.key, r.quota)}{share}, {throttle}; set by {where}\n")
     return "".join(lines)
+
+
+# --------------------------------------------------------------------------- plans
+_SIGN = {"add": "+", "change": "~", "remove": "-"}
+
+
+def format_key_change(key: str, before: float | None, after: float | None,
+                      fmt: str = "text") -> str:
+    """``producer_byte_rate 2097152 → 3145728`` (plain: with units); ``(not set)``."""
+    def side(v: float | None) -> str:
+        return "(not set)" if v is None else _value(key, v, fmt if fmt == "plain" else "plain")
+    return f"{key} {side(before)} → {side(after)}"
+
+
+def format_plan(plan, impact=None, fmt: str = "text", *, where: str = "",
+                limit: int = 50) -> str:
+    """A plan for people: each entity with its keys (+ add, ~ change, - remove), the
+    unmanaged entries, and who gets a different effective quota."""
+    from .plan import change_kind
+
+    lines = [f"Plan for {plan.source or 'the file'}"
+             + (f" against {where}" if where else "")
+             + f" ({len(plan.base)} entr{'y' if len(plan.base) == 1 else 'ies'} now, "
+               f"{plan.base_hash[:19]}…):", ""]
+    for c in plan.changes:
+        lines.append(f"{_SIGN[c.action]} {c.action} {entity_text(c.entity, fmt)}")
+        for k in c.keys:
+            kind = change_kind(k)
+            if kind == "add":
+                text = f"{k.key} = {_value(k.key, k.after, 'plain')}"
+            elif kind == "remove":
+                text = f"{k.key} (was {_value(k.key, k.before, 'plain')})"
+            else:
+                text = (f"{k.key} {_value(k.key, k.before, 'plain')} → "
+                        f"{_value(k.key, k.after, 'plain')}")
+            lines.append(f"    {_SIGN[kind]} {text}")
+    if not plan.changes:
+        lines.append("No changes: the cluster already holds what the file says.")
+    if plan.unmanaged:
+        n = len(plan.unmanaged)
+        lines += ["", f"Unmanaged: {n} entr{'y' if n == 1 else 'ies'} not in the file, left as "
+                      f"{'it is' if n == 1 else 'they are'} (--prune would remove "
+                      f"{'it' if n == 1 else 'them'}):"]
+        shown = list(plan.unmanaged)[:limit]
+        lines += [f"  {entity_text(e, fmt)}" for e in shown]
+        if n > len(shown):
+            lines.append(f"  … and {n - len(shown)} more")
+    if impact is not None and plan.changes:
+        moved = {(c.user, c.client_id) for c in impact.clients}
+        lines += ["", f"Impact on known clients: {len(moved)} of {impact.clients_checked:,} "
+                      f"checked get a different effective quota"
+                      + (":" if moved else " (the changes are shadowed, or no known client "
+                                           "resolves through them).")]
+        for c in impact.clients[:limit]:
+            lines.append(f"  {c.label}  {c.key}: {c.describe()}")
+        if len(impact.clients) > limit:
+            lines.append(f"  … and {len(impact.clients) - limit} more")
+        if impact.ips:
+            lines.append(f"Impact on ips: {len(impact.ips)}:")
+            lines += [f"  {c.label}  {c.key}: {c.describe()}" for c in impact.ips[:limit]]
+        if impact.traffic:
+            newly = sum(t.verdict == "newly throttled" for t in impact.traffic)
+            freed = sum(t.verdict == "freed" for t in impact.traffic)
+            lines.append(f"At today's rates (live metrics): {len(impact.traffic)} bucket"
+                         f"{'' if len(impact.traffic) == 1 else 's'} change quota; {newly} "
+                         f"newly throttled, {freed} freed:")
+            name = _plain_name if fmt == "plain" else sanitize
+            for t in impact.traffic[:limit]:
+                r = t.after
+                tags = ", ".join(f"{k}={name(v)}" for k, v in r.bucket.items() if v is not None)
+                lines.append(f"  {r.broker} {r.quota_type} {{{tags}}}: "
+                             f"{format_rate(r.key, r.rate)}, quota "
+                             f"{format_quota(r.key, t.before.quota)} → "
+                             f"{format_quota(r.key, r.quota)}: {t.verdict}")
+    lines += ["", f"{plan.summary()}."]
+    return "\n".join(lines) + "\n"

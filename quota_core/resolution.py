@@ -65,7 +65,7 @@ class Client:
             notes.append("No client id was given, so an empty client id is assumed. Kafka then "
                          "applies only {user=U} and {user=<default>}; real clients always send "
                          "one (Java: producer-1 / consumer-<group>-1, librdkafka: rdkafka), so "
-                         "give --client-id to resolve a real client.")
+                         "name the client id to resolve a real client.")
         return notes
 
     def as_dict(self) -> dict[str, str]:
@@ -184,15 +184,14 @@ def resolve(quotas: Mapping[Entity, Mapping[str, float]], user: str | None = Non
 def resolve_ip(quotas: Mapping[Entity, Mapping[str, float]], ip: str) -> Resolution:
     """Resolve ``connection_creation_rate`` for an ip: the exact ip, then the ip default."""
     client = Client(ip=ip)
-    # A broker keys connection quotas by address, so any spelling of this address matches.
+    # A broker keys connection quotas by InetAddress, so any spelling of this address
+    # matches, and ::ffff:1.2.3.4 is 1.2.3.4 (Java makes it an Inet4Address).
     own = Entity(((IP, ip),))
     if own not in quotas:
-        from .validation import canonical_ip
+        from .validation import same_address
 
-        target = canonical_ip(ip)
-        if target is not None:
-            own = next((e for e in quotas if e.is_ip and e.name(IP) is not None
-                        and canonical_ip(e.name(IP)) == target), own)  # type: ignore[arg-type]
+        own = next((e for e in quotas if e.is_ip and e.name(IP) is not None
+                    and same_address(ip, e.name(IP))), own)  # type: ignore[arg-type]
     rungs = [(1, "{ip=X}", own), (2, "{ip=<default>}", Entity(((IP, None),)))]
     bucket = Bucket("ip", ((IP, ip),))
     results: dict[str, KeyResolution] = {}

@@ -2,19 +2,31 @@
 
 The document is ``{"format": "quota-console/1", "entries": [{"entity": {type: name-or-null},
 "quotas": {key: value}}]}``: raw names, ``null`` for the default, so every name round-trips.
+
+:func:`loads` reads an export leniently (as ``--import`` always has). :func:`read_quota_file`
+is the strict reader for files people edit (``plan``, ``--import``): it keeps the line of
+every entry and key, and refuses, with the line number, what a lenient reader would let
+through silently: a key twice in one mapping (the last would win), YAML anchors, aliases and
+merge keys (which can hide a duplicate), unknown fields and quota keys (with a suggestion),
+and values that are not numbers.
 """
 from __future__ import annotations
 
+import bisect
 import json
+import math
+import re
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .alterations import Alteration, diff_alteration
 from .backend import QuotaSet
 from .entities import Entity
-from .keys import NON_FINITE, json_number
+from .keys import NON_FINITE, json_number, keys_for
 from .errors import ParseError, ValidationError
 
-__all__ = ["FORMAT", "to_document", "from_document", "dumps", "loads", "import_plan"]
+__all__ = ["FORMAT", "to_document", "from_document", "dumps", "loads", "import_plan",
+           "QuotaFile", "read_quota_file", "format_of"]
 
 FORMAT = "quota-console/1"
 
@@ -30,6 +42,63 @@ def to_document(quotas: Mapping[Entity, Mapping[str, float]]) -> dict[str, Any]:
 
 
 def from_document(doc: Any, source: str = "the document") -> QuotaSet:
+    return _entries(doc, source, strict=False).quotas
+
+
+@dataclass(frozen=True)
+class QuotaFile:
+    """A quota set read from a file, with where each entry and key is (1-based lines)."""
+
+    quotas: QuotaSet
+    source: str = "the document"
+    entity_lines: dict[Entity, int] = field(default_factory=dict)
+    key_lines: dict[tuple[Entity, str], int] = field(default_factory=dict)
+
+    def line(self, entity: Entity, key: str | None = None) -> int | None:
+        """The line of ``entity``'s entry (or of one of its keys), None if not known."""
+        if key is not None and (entity, key) in self.key_lines:
+            return self.key_lines[(entity, key)]
+        return self.entity_lines.get(entity)
+
+    def where(self, entity: Entity, key: str | None = None) -> str:
+        """``quotas.yaml, line 12``: for messages about an entry of this file."""
+        line = self.line(entity, key)
+        return self.source if line is None else f"{self.source}, line {line}"
+
+
+class _Map(dict):
+    """A mapping read by the strict reader: its own line and each key's line."""
+
+    line: int | None = None
+    key_lines: dict = {}
+
+
+class _Seq(list):
+    line: int | None = None
+    item_lines: list = []
+
+
+_TOP_FIELDS = ("format", "entries")
+_ENTRY_FIELDS = ("entity", "quotas")
+
+
+def _unknown_field(name: Any, allowed: tuple[str, ...]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(str(name), allowed, n=1)
+    hint = f", did you mean {close[0]}?" if close else "."
+    return (f"unknown field {name!r}{hint} Allowed here: {', '.join(allowed)} (a YAML "
+            f"comment starts with #).")
+
+
+def _entries(doc: Any, source: str, strict: bool) -> QuotaFile:
+    from .validation import unknown_key_message
+
+    def at(obj: Any, key: Any = None) -> int | None:
+        if key is not None:
+            return getattr(obj, "key_lines", {}).get(key)
+        return getattr(obj, "line", None)
+
     if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
         raise ParseError(f"{source} is not a quota export: expected an object with an "
                          f"'entries' list (format {FORMAT}).")
@@ -37,20 +106,44 @@ def from_document(doc: Any, source: str = "the document") -> QuotaSet:
         raise ParseError(f"{source} says format {doc.get('format')!r}, not {FORMAT!r}: make it "
                          f"with --export (or add \"format\": \"{FORMAT}\" if it already follows "
                          f"that layout).")
+    if strict:
+        for name in doc:
+            if name not in _TOP_FIELDS:
+                raise ParseError(f"{source}, line {at(doc, name)}: {_unknown_field(name, _TOP_FIELDS)}")
     out: QuotaSet = {}
-    for i, entry in enumerate(doc["entries"], start=1):
-        where = f"{source}, entry {i}"
+    entity_lines: dict[Entity, int] = {}
+    key_lines: dict[tuple[Entity, str], int] = {}
+    items = doc["entries"]
+    for i, entry in enumerate(items, start=1):
+        line = (getattr(items, "item_lines", None) or [None] * i)[i - 1] if strict else None
+
+        def where(key_line: int | None = None) -> str:
+            if not strict:
+                return f"{source}, entry {i}"
+            return f"{source}, line {key_line or line} (entry {i})"
+
+        if strict and isinstance(entry, dict):
+            for name in entry:
+                if name not in _ENTRY_FIELDS:
+                    raise ParseError(f"{where(at(entry, name))}: "
+                                     f"{_unknown_field(name, _ENTRY_FIELDS)}")
         if not isinstance(entry, dict) or not isinstance(entry.get("entity"), dict) \
                 or not isinstance(entry.get("quotas"), dict):
-            raise ParseError(f"{where}: expected {{'entity': {{...}}, 'quotas': {{...}}}}.")
+            raise ParseError(f"{where()}: expected {{'entity': {{...}}, 'quotas': {{...}}}}.")
         try:
             entity = Entity.from_mapping(entry["entity"])
         except ValidationError as exc:
-            raise ParseError(f"{where}: {exc}") from exc
+            raise ParseError(f"{where(at(entry, 'entity'))}: {exc}") from exc
         if entity in out:
-            raise ParseError(f"{where}: {entity} appears twice; merge its quotas into one entry.")
+            first = f" (first at line {entity_lines[entity]})" if strict else ""
+            raise ParseError(f"{where()}: {entity} appears twice{first}; merge its quotas "
+                             f"into one entry.")
         quotas = {}
         for key, value in entry["quotas"].items():
+            kline = at(entry["quotas"], key)
+            if strict and (not isinstance(key, str) or key not in keys_for(entity.is_ip)):
+                raise ParseError(f"{where(kline)}: {entity}: "
+                                 f"{unknown_key_message(str(key), entity.is_ip)}")
             if isinstance(value, str) and value in NON_FINITE:
                 value = NON_FINITE[value]
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -62,10 +155,42 @@ def from_document(doc: Any, source: str = "the document") -> QuotaSet:
                                 "write 1000000 or 1.0e+6.)")
                     except ValueError:
                         pass
-                raise ParseError(f"{where}: {key}={value!r} is not a number.{hint}")
-            quotas[str(key)] = float(value)
+                raise ParseError(f"{where(kline)}: {key}={value!r} is not a number.{hint}")
+            quotas[str(key)] = _number(value, str(key), where(kline))
+            if kline is not None:
+                key_lines[(entity, str(key))] = kline
         out[entity] = quotas
-    return out
+        if line is not None:
+            entity_lines[entity] = line
+    return QuotaFile(out, source, entity_lines, key_lines)
+
+
+class _TooLarge(float):
+    """A number written in a file beyond a double's range (``1e400``): its value is infinity,
+    but it was not written as infinity, so it is refused as too large."""
+
+    text = ""
+
+
+def _json_float(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        number = _TooLarge(number)
+        number.text = text
+    return number
+
+
+def _number(value: float | int, key: str, where: str) -> float:
+    """A quota value from a file as a float; a number too large for a double is refused."""
+    from .validation import too_large_message
+
+    try:
+        number = float(value)
+    except OverflowError:  # an integer with 309 digits or more
+        raise ParseError(f"{where}: {too_large_message(key, str(value))}") from None
+    if isinstance(value, _TooLarge):
+        raise ParseError(f"{where}: {too_large_message(key, value.text)}")
+    return number
 
 
 def dumps(quotas: Mapping[Entity, Mapping[str, float]], fmt: str = "json") -> str:
@@ -97,7 +222,7 @@ def _yaml_dump(doc: Any) -> str:
 def loads(text: str, fmt: str = "json", source: str = "the document") -> QuotaSet:
     try:
         if fmt == "json":
-            doc = json.loads(text)
+            doc = json.loads(text, parse_float=_json_float)
         elif fmt == "yaml":
             import yaml
 
@@ -132,3 +257,169 @@ def import_plan(current: Mapping[Entity, Mapping[str, float]],
         if alteration.ops:
             plan.append(alteration)
     return plan
+
+
+# --------------------------------------------------------------------------- the strict reader
+def format_of(name: str, text: str = "") -> str:
+    """``yaml`` for a .yaml/.yml name, ``json`` for .json; otherwise guess from the text
+    (a JSON document starts with ``{`` or ``[``)."""
+    lower = str(name).lower()
+    if lower.endswith((".yaml", ".yml")):
+        return "yaml"
+    if lower.endswith(".json"):
+        return "json"
+    return "json" if text.lstrip("\ufeff \t\r\n")[:1] in ("{", "[") else "yaml"
+
+
+def read_quota_file(text: str, fmt: str = "json", source: str = "the document") -> QuotaFile:
+    """Read a quota set people wrote or edited, strictly, keeping line numbers (see the
+    module docstring for what is refused). Raises :class:`ParseError` naming the line."""
+    if fmt == "json":
+        doc = _json_tree(text, source)
+    elif fmt == "yaml":
+        doc = _yaml_tree(text, source)
+    else:
+        raise ParseError(f"Unknown import format {fmt!r}: use json or yaml.")
+    return _entries(doc, source, strict=True)
+
+
+def _dup_key(source: str, line: int | None, key: Any, first: int | None, what: str) -> ParseError:
+    return ParseError(f"{source}, line {line}: {key!r} appears twice in one {what} (first at "
+                      f"line {first}); a reader keeps only one of them silently. Remove or "
+                      f"merge the other.")
+
+
+def _yaml_tree(text: str, source: str) -> Any:
+    import yaml
+    from yaml import events, nodes
+
+    merge_tag = "tag:yaml.org,2002:merge"
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            line = event.start_mark.line + 1
+            if isinstance(event, events.AliasEvent):
+                raise ParseError(
+                    f"{source}, line {line}: the alias *{event.anchor} repeats another part of "
+                    f"the file. A quota file may not use YAML anchors and aliases (&name, "
+                    f"*name): they can hide a duplicate entry. Write each entry out in full.")
+            if getattr(event, "anchor", None):
+                raise ParseError(
+                    f"{source}, line {line}: the anchor &{event.anchor} is not allowed. A quota "
+                    f"file may not use YAML anchors and aliases (&name, *name): they can hide a "
+                    f"duplicate entry. Write each entry out in full.")
+        loader = yaml.SafeLoader(text)
+        try:
+            root = loader.get_single_node()
+
+            def build(node: Any) -> Any:
+                if isinstance(node, nodes.MappingNode):
+                    out = _Map()
+                    out.line, out.key_lines = node.start_mark.line + 1, {}
+                    for key_node, value_node in node.value:
+                        kline = key_node.start_mark.line + 1
+                        if key_node.tag == merge_tag:
+                            raise ParseError(
+                                f"{source}, line {kline}: a merge key (<<) is not allowed: it "
+                                f"can hide a duplicate entry or key. Write the mapping out in "
+                                f"full.")
+                        if not isinstance(key_node, nodes.ScalarNode):
+                            raise ParseError(f"{source}, line {kline}: a key must be a plain "
+                                             f"word such as producer_byte_rate.")
+                        key = loader.construct_object(key_node)
+                        if key in out:
+                            raise _dup_key(source, kline, key, out.key_lines[key], "mapping")
+                        out[key] = build(value_node)
+                        out.key_lines[key] = kline
+                    return out
+                if isinstance(node, nodes.SequenceNode):
+                    seq = _Seq(build(n) for n in node.value)
+                    seq.line = node.start_mark.line + 1
+                    seq.item_lines = [n.start_mark.line + 1 for n in node.value]
+                    return seq
+                return loader.construct_object(node)
+
+            return None if root is None else build(root)
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        raise ParseError(f"{source} is not valid yaml: {exc}") from exc
+    except RecursionError:
+        raise ParseError(f"{source} is nested too deeply to be a quota file.") from None
+
+
+_JSON_WS = re.compile(r"[ \t\n\r]*")
+_JSON_LITERALS = (("true", True), ("false", False), ("null", None), ("NaN", float("nan")),
+                  ("Infinity", float("inf")), ("-Infinity", float("-inf")))
+
+
+def _json_tree(text: str, source: str) -> Any:
+    """JSON with the line of every object key and array item. The text is first checked by
+    :mod:`json` (its error messages), then scanned once more here for the positions."""
+    from json.decoder import scanstring
+    from json.scanner import NUMBER_RE
+
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        raise ParseError(f"{source} is not valid json: {exc}") from exc
+    except RecursionError:
+        raise ParseError(f"{source} is nested too deeply to be a quota file.") from None
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def line_of(pos: int) -> int:
+        return bisect.bisect_right(starts, pos)
+
+    def skip(pos: int) -> int:
+        return _JSON_WS.match(text, pos).end()  # type: ignore[union-attr]
+
+    def value(pos: int) -> tuple[Any, int]:
+        pos = skip(pos)
+        ch = text[pos]
+        if ch == "{":
+            obj = _Map()
+            obj.line, obj.key_lines = line_of(pos), {}
+            pos = skip(pos + 1)
+            if text[pos] == "}":
+                return obj, pos + 1
+            while True:
+                pos = skip(pos)
+                kline = line_of(pos)
+                key, pos = scanstring(text, pos + 1)
+                pos = skip(pos) + 1  # the colon
+                item, pos = value(pos)
+                if key in obj:
+                    raise _dup_key(source, kline, key, obj.key_lines[key], "object")
+                obj[key], obj.key_lines[key] = item, kline
+                pos = skip(pos)
+                if text[pos] == "}":
+                    return obj, pos + 1
+                pos += 1  # the comma
+        if ch == "[":
+            arr = _Seq()
+            arr.line, arr.item_lines = line_of(pos), []
+            pos = skip(pos + 1)
+            if text[pos] == "]":
+                return arr, pos + 1
+            while True:
+                pos = skip(pos)
+                arr.item_lines.append(line_of(pos))
+                item, pos = value(pos)
+                arr.append(item)
+                pos = skip(pos)
+                if text[pos] == "]":
+                    return arr, pos + 1
+                pos += 1
+        if ch == '"':
+            return scanstring(text, pos + 1)
+        for word, literal in _JSON_LITERALS:
+            if text.startswith(word, pos):
+                return literal, pos + len(word)
+        m = NUMBER_RE.match(text, pos)
+        integer, frac, exp = m.groups()  # type: ignore[union-attr]
+        number = _json_float(integer + (frac or "") + (exp or "")) if frac or exp else int(integer)
+        return number, m.end()  # type: ignore[union-attr]
+
+    try:
+        return value(0)[0]
+    except RecursionError:
+        raise ParseError(f"{source} is nested too deeply to be a quota file.") from None

@@ -42,7 +42,7 @@ def parse_byte_rate(text: str) -> float:
             f"1.5MiB (kB/MB/GB are powers of 1000, KiB/MiB/GiB powers of 1024).")
     number = float(m.group(1) + (f"e{m.group(2)}" if m.group(2) else ""))
     value = number * _UNITS[unit]
-    if _UNITS[unit] > 1 and not value.is_integer():
+    if _UNITS[unit] > 1 and math.isfinite(value) and not value.is_integer():
         value = float(round(value))
     return value
 
@@ -51,12 +51,23 @@ def parse_quota_value(key: str, text: str) -> float:
     """A value typed for ``key``: byte rates take units, other keys a plain number."""
     spec = QUOTA_KEYS.get(key)
     if spec is not None and spec.is_byte_rate:
-        return parse_byte_rate(text)
-    try:
-        return float(text)
-    except ValueError:
-        raise ParseError(f"{key}={text!r}: {text!r} is not a number. Write a number such as "
-                         f"50 or 12.5.", key=key) from None
+        value = parse_byte_rate(text)
+    else:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ParseError(f"{key}={text!r}: {text!r} is not a number. Write a number such "
+                             f"as 50 or 12.5.", key=key) from None
+    if math.isinf(value) and text.strip().lower().lstrip("+-") not in ("inf", "infinity"):
+        # 1e400 overflows to infinity: say it is too large, as for 1e30 (exit 1, refused).
+        from .errors import AlterationError
+        from .validation import too_large_message
+
+        if value < 0:
+            raise AlterationError(f"{key}={text.strip()}: a quota must be greater than 0. To "
+                                  f"make it unlimited, delete the key (--delete {key}).", key=key)
+        raise AlterationError(too_large_message(key, text.strip()), key=key)
+    return value
 
 
 def format_bytes(value: float) -> str:

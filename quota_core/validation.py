@@ -24,7 +24,29 @@ __all__ = [
     "broker_rejection",
     "is_ip_literal",
     "canonical_ip",
+    "same_address",
+    "too_large_message",
+    "client_name_problems",
+    "unknown_key_message",
 ]
+
+
+def unknown_key_message(key: str, is_ip: bool | None = None) -> str:
+    """``unknown quota key 'prodcer_byte_rate' for ..., did you mean producer_byte_rate?
+    Valid keys: ...``: the one unknown-key message (the CLI, files and forms all use it).
+    ``is_ip`` None: the entity is not known yet (a flag), any key is valid somewhere."""
+    import difflib
+
+    allowed = tuple(QUOTA_KEYS) if is_ip is None else keys_for(is_ip)
+    kind = "" if is_ip is None else (" for an ip entity" if is_ip
+                                     else " for a user/client-id entity")
+    if key in QUOTA_KEYS:  # a real key, on the wrong kind of entity: no look-alike to offer
+        return f"unknown quota key {key!r}{kind}. Valid keys: {', '.join(allowed)}."
+    close = difflib.get_close_matches(key.strip().lower(), allowed, n=1, cutoff=0.6)
+    if close:
+        return (f"unknown quota key {key!r}{kind}, did you mean {close[0]}? Valid keys: "
+                f"{', '.join(allowed)}.")
+    return f"unknown quota key {key!r}{kind}. Valid keys: {', '.join(allowed)}."
 
 
 def is_ip_literal(name: str) -> bool:
@@ -36,10 +58,57 @@ def is_ip_literal(name: str) -> bool:
 
 
 def canonical_ip(name: str) -> str | None:
-    """The canonical text of an address (``0:0::1`` → ``::1``), None if not an address."""
+    """The canonical text of an address (``0:0::1`` → ``::1``), None if not an address.
+
+    An IPv4-mapped address is written dotted, ``::ffff:1.2.3.4`` (RFC 5952 §5), whatever the
+    Python version (3.13 prints it so, 3.11 ``::ffff:102:304``)."""
     if not is_ip_literal(name):
         return None
-    return str(ipaddress.ip_address(name))
+    address = ipaddress.ip_address(name)
+    mapped = getattr(address, "ipv4_mapped", None)
+    return f"::ffff:{mapped}" if mapped is not None else str(address)
+
+
+def same_address(a: str, b: str) -> bool:
+    """True when a broker takes ``a`` and ``b`` for one address, as Java's
+    ``InetAddress.getByName`` does: ``::ffff:1.2.3.4`` (either spelling) *is* ``1.2.3.4``."""
+    def key(name: str):
+        if not is_ip_literal(name):
+            return None
+        address = ipaddress.ip_address(name)
+        return getattr(address, "ipv4_mapped", None) or address
+
+    ka = key(a)
+    return ka is not None and ka == key(b)
+
+
+def client_name_problems(user: str, client_id: str, ip: str = "") -> list[str]:
+    """What is wrong with names typed to resolve a client, with the fix: an ip that is not an
+    address, or a principal pasted with its ACL prefix (``User:alice``)."""
+    problems = []
+    if ip and not is_ip_literal(ip):
+        problems.append(f"{ip!r} is not an IP address: connection quotas apply to addresses. "
+                        f"Give one such as 192.0.2.10.")
+    for label, name in (("user", user), ("client id", client_id)):
+        if name != name.strip():
+            problems.append(f"The {label} {name!r} has spaces at its ends; a broker compares "
+                            f"names exactly. Did you mean {name.strip()!r}?")
+    if user.startswith("User:") and len(user) > len("User:"):
+        problems.append(f"{user!r} is a principal as ACLs write it; quotas use the name alone. "
+                        f"Did you mean {user[len('User:'):]!r}?")
+    return problems
+
+
+def too_large_message(key: str, text: str) -> str:
+    """``text`` names a number beyond a double's range (``1e400``): too large, not infinity."""
+    spec = QUOTA_KEYS.get(key)
+    shown = text if len(text) <= 24 else f"{text[:12]}… ({len(text)} characters)"
+    if spec is not None and spec.value_type in ("long", "int"):
+        limit = (f"for {'a LONG' if spec.value_type == 'long' else 'an INT'} (at most "
+                 f"{spec.max_value})")
+    else:
+        limit = "for any quota (beyond a double's range, about 1.8e308)"
+    return f"{key}={shown}: that number is too large {limit}. Give a smaller value."
 
 
 def _value_problem(entity: Entity, key: str, value: float) -> str | None:
@@ -55,7 +124,7 @@ def _value_problem(entity: Entity, key: str, value: float) -> str | None:
                 f"unlimited, delete the key (--delete {key}).")
     if spec.integral and abs(value % 1.0) > 1e-6:
         return (f"{where}: {value!r} has a fraction, but {key} is a whole number "
-                f"({spec.unit}). Round it, e.g. {math.floor(value)}.")
+                f"({spec.unit}). Round it to {max(1, math.floor(value + 0.5))}.")
     # Values travel as doubles: compare as the broker does (Long.MAX_VALUE as a double).
     if value > float(spec.max_value):
         return (f"{where}: {value:.0f} is too large for {'a LONG' if spec.value_type == 'long' else 'an INT'}"
@@ -98,10 +167,8 @@ def alteration_problems(alteration: Alteration) -> list[Problem]:
             continue
         seen[key] = op.is_remove
         if key not in QUOTA_KEYS or key not in allowed:
-            kind = "an ip entity" if entity.is_ip else "a user/client-id entity"
-            problems.append(Problem(
-                f"{entity}: unknown quota key {key!r} for {kind}. Valid keys: "
-                f"{', '.join(allowed)}.", entity=entity, key=key))
+            problems.append(Problem(f"{entity}: {unknown_key_message(key, entity.is_ip)}",
+                                    entity=entity, key=key))
             continue
         if op.value is not None:
             message = _value_problem(entity, key, op.value)

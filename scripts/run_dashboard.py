@@ -37,7 +37,8 @@ from quota_core.backend import QuotaBackend, checked_alter  # noqa: E402
 from quota_core.connect import open_backend  # noqa: E402
 from quota_core.demo import demo_quotas  # noqa: E402
 from quota_core.errors import QuotaError  # noqa: E402
-from ui.settings import connections  # noqa: E402
+from ui.identity import nothing_configured  # noqa: E402
+from ui.settings import access_policy, connections  # noqa: E402
 
 LOCAL_LABEL = "Local Kafka broker (make run)"
 
@@ -64,6 +65,20 @@ def configured_cluster(env: dict[str, str], secrets_path: Path) -> str | None:
     return None
 
 
+def demo_local_mode(env: dict[str, str], secrets_path: Path) -> bool:
+    """Whether this run's demo backend (the local broker or --sandbox) should let a person
+    type a name (QUOTA_LOCAL_MODE=1, labelled "names are not verified" in the app): only
+    when nothing about who may edit is configured, and QUOTA_LOCAL_MODE is not set either
+    way. A configured cluster never gets it: editors sign in there ([auth])."""
+    if "QUOTA_LOCAL_MODE" in env:
+        return False
+    try:
+        secrets = tomllib.loads(secrets_path.read_text()) if secrets_path.is_file() else {}
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    return nothing_configured(access_policy(env, secrets))
+
+
 def seed_if_empty(backend: QuotaBackend, where: str) -> None:
     """Put the demo quotas in ``backend`` when it holds none."""
     if backend.describe():
@@ -75,6 +90,32 @@ def seed_if_empty(backend: QuotaBackend, where: str) -> None:
         raise SystemExit("run_dashboard: seeding the demo quotas failed: " + "; ".join(
             f"{r.entity}: {r.error}" for r in outcome.failed))
     say(f"seeded {len(demo)} demo quota entries into {where}")
+
+
+def demo_history(env: dict[str, str]) -> list[subprocess.Popen]:
+    """A demo usage history for the History page (generated once into .cache/demo-history),
+    and its Spark analysis started in the background (niced) unless already done; the page
+    follows its progress. Returns the analysis process to stop on exit, if one started."""
+    from pipeline.demo_history import HistorySpec, generate, write_history
+    from ui.history import Places
+
+    where = Places(REPO / ".cache" / "demo-history", REPO / ".cache" / "demo-history-analysis")
+    env["QUOTA_HISTORY_DIR"], env["QUOTA_ANALYSIS_DIR"] = str(where.history), str(where.analysis)
+    if not (where.history / "usage").exists():
+        history = generate(HistorySpec(hours=48, clients=12))
+        write_history(history, where.history)
+        say(f"demo history: {len(history.usage):,} usage samples over 48 h in {where.history}")
+    if where.ready:
+        return []
+    with open(where.log, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.analyze", "--usage", str(where.history), "--out",
+             str(where.analysis), "--overwrite"], cwd=REPO, stdout=log,
+            stderr=subprocess.STDOUT, env=dict(env, PYSPARK_PYTHON=sys.executable),
+            preexec_fn=lambda: os.nice(10))
+    where.pid.write_text(str(proc.pid))
+    say("analysing the demo history with Spark in the background (History page shows progress)")
+    return [proc]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
                              ".cache/local-broker)")
     args = parser.parse_args(argv)
     env = dict(os.environ)
+    secrets_path = REPO / ".streamlit" / "secrets.toml"
+    demo = bool(args.sandbox) or not configured_cluster(env, secrets_path)
     children: list[subprocess.Popen] = []
     started_broker: list[str] | None = None
 
@@ -150,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     except QuotaError as exc:
         raise SystemExit(f"run_dashboard: {exc}") from exc
 
+    if demo and "QUOTA_HISTORY_DIR" not in env:
+        children += demo_history(env)
+    if demo and demo_local_mode(env, secrets_path):
+        env["QUOTA_LOCAL_MODE"] = "1"
+        say("local mode: editors type their name, which is not verified (a demo, not security)")
     cmd = [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"),
            "--server.address", "127.0.0.1", "--server.port", str(args.port),
            "--server.headless", "true", "--browser.gatherUsageStats", "false"]

@@ -18,9 +18,12 @@ from ui.settings import AccessPolicy, access_policy, audit_path, connections, re
 APP = Path(__file__).resolve().parent.parent / "app.py"
 ENV_VARS = ("QUOTA_SANDBOX", "QUOTA_BOOTSTRAP_SERVERS", "QUOTA_COMMAND_CONFIG",
             "QUOTA_CONNECTION_LABEL", "QUOTA_READ_ONLY", "QUOTA_EDITORS", "QUOTA_USER_HEADER",
+            "QUOTA_TRUST_PROXY_HEADER", "QUOTA_LOCAL_MODE", "QUOTA_IDENTITY_CLAIM",
             "QUOTA_AUDIT_LOG", "QUOTA_CACHE_TTL", "QUOTA_KAFKA_TIMEOUT")
 MiB = 1024 * 1024
 E = Entity.of
+LOCAL_MODE = ("**Local mode: names are not verified.** Anyone who can open this page can type "
+              "any name, and the audit log records what was typed.")
 
 
 @pytest.fixture
@@ -28,6 +31,8 @@ def env(monkeypatch, tmp_path):
     for var in ENV_VARS:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("QUOTA_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
+    # Explicit local mode: these tests type a name (sign-in is tests/test_identity.py).
+    monkeypatch.setenv("QUOTA_LOCAL_MODE", "1")
     return monkeypatch
 
 
@@ -115,20 +120,7 @@ def test_access_policy(env, secrets, expected):
     assert access_policy(env, secrets) == expected
 
 
-@pytest.mark.parametrize("policy, name, from_header, allowed, reason", [
-    (AccessPolicy(), "jdoe", False, True, ""),
-    (AccessPolicy(), None, False, False, "Type your name in the sidebar"),
-    (AccessPolicy(read_only=True), "jdoe", False, False, "read-only"),
-    (AccessPolicy(editors=frozenset({"alice"})), "jdoe", False, False,
-     "'jdoe' is not in the editors list"),
-    (AccessPolicy(editors=frozenset({"alice"})), "alice", False, True, ""),
-    (AccessPolicy(editors=frozenset({"alice"}), user_header="X-User"), "alice", False, False,
-     "identified by the X-User header"),
-    (AccessPolicy(editors=frozenset({"alice"}), user_header="X-User"), "alice", True, True, ""),
-])
-def test_may_edit(policy, name, from_header, allowed, reason):
-    ok, why = policy.may_edit(name, from_header)
-    assert ok is allowed and reason in why
+# may_edit and the identity modes: tests/test_identity.py
 
 
 def test_audit_path_default_and_override(tmp_path):
@@ -195,11 +187,38 @@ def test_resolve_from_the_url(sandbox):
     words = " ".join(texts(at.markdown))
     assert ("Client id 'checkout-api' of user 'alice' gets 8 MiB/s on each broker to itself, "
             "set for {user=alice, client-id=checkout-api} (ladder level 1).") in words
-    assert not at.warning  # nothing assumed
+    assert not at.main.warning  # nothing assumed
+
+
+def test_resolve_opens_on_an_example_from_the_data(sandbox):
+    at = run_app()
+    # The first client with an entry of its own, not the ANONYMOUS edge case.
+    assert (at.text_input(key="rs_user").value, at.text_input(key="rs_client").value) == \
+        ("alice", "checkout-api")
+
+
+@pytest.mark.parametrize("field, typed, message", [
+    ("rs_user", "User:alice", "Did you mean 'alice'?"),
+    ("rs_client", "checkout-api ", "Did you mean 'checkout-api'?"),
+])
+def test_resolve_checks_typed_names(sandbox, field, typed, message):
+    at = run_app()
+    at.text_input(key=field).input(typed).run()
+    assert any(message in w for w in texts(at.warning)), texts(at.warning)
+
+
+def test_resolve_refuses_an_ip_that_is_not_one(sandbox):
+    at = run_app()
+    at.segmented_control(key="rs_mode").set_value("IP address").run()
+    at.text_input(key="rs_ip").input("not-an-ip").run()
+    assert "'not-an-ip' is not an IP address" in texts(at.error)[0]
+    assert not at.html  # no ladder for it
 
 
 def test_resolve_assumptions_for_an_anonymous_client(sandbox):
     at = run_app()
+    at.text_input(key="rs_user").input("").run()
+    at.text_input(key="rs_client").input("").run()
     warnings = " ".join(texts(at.warning))
     assert "ANONYMOUS" in warnings and "empty client id" in warnings
     # An empty client id: Kafka consults only levels 3 and 6, so {user=<default>,
@@ -249,7 +268,34 @@ def test_browse_everything_and_default_label(sandbox):
     assert len(rows) == 13
     assert ("<default>", "", "") in rows      # the literal name
     assert ("⟨default⟩", "", "") in rows      # the default user
-    assert "**13** of 13 entries" in texts(at.markdown)[1]
+    assert any("**13** of 13 entries" in t for t in texts(at.markdown))
+
+
+def test_browse_flags_entries_that_never_apply(sandbox):
+    # The demo's {client-id=mobile-gateway} producer_byte_rate is decided by {user=<default>}
+    # (level 6) for every client, so it never applies.
+    at = run_app("pages/browse.py")
+    df = at.dataframe[0].value
+    flagged = dict(zip(df["client-id"], df["never applies"]))
+    assert flagged["mobile-gateway"] == "producer_byte_rate ({user=<default>} first)"
+    at.checkbox(key="br_dead").check().run()
+    rows = browse_rows(at)
+    assert ("", "mobile-gateway", "") in rows and ("alice", "", "") not in rows
+    assert at.query_params["never_applies"] == "1"
+
+
+def test_browse_view_comes_from_the_url(sandbox):
+    # A shared link opens Browse first, with the view in its query.
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.secrets.update({"_tests": "isolated"})
+    at.switch_page("pages/browse.py")
+    at.query_params.update({"user_mode": "exact", "user": "alice", "sort": "client-id"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert set(browse_rows(at)) == {("alice", "checkout-api", ""), ("alice", "⟨default⟩", ""),
+                                    ("alice", "", "")}
+    at.text_input(key="br_search").input("check").run()
+    assert at.query_params["q"] == "check" and at.query_params["user"] == "alice"
 
 
 @pytest.mark.parametrize("settings, expected", [
@@ -339,6 +385,39 @@ def test_edit_validation_next_to_the_field(sandbox, key, text, message):
     assert not [b for b in at.button if b.key == "ed_preview_btn"]  # nothing can be sent
 
 
+def test_edit_shows_every_error_at_once(sandbox):
+    at = open_edit("alice")
+    at.text_input(key="ed_val_producer_byte_rate").input("-5").run()
+    at.text_input(key="ed_val_consumer_byte_rate").input("abc").run()
+    at.text_input(key="ed_val_request_percentage").input("1e400").run()
+    errors = texts(at.error)
+    assert any("producer_byte_rate" in e and "-5 is not allowed" in e for e in errors), errors
+    assert any("'abc' is not a byte rate" in e or "abc" in e for e in errors), errors
+    assert any("request_percentage" in e for e in errors), errors
+    captions = " ".join(texts(at.caption))
+    assert "= -5" not in captions and "Infinity" not in captions
+
+
+def test_edit_fraction_suggests_the_nearest_value(sandbox):
+    at = open_edit("alice")
+    at.text_input(key="ed_val_producer_byte_rate").input("1000.6").run()
+    assert any("Round it to 1001." in e for e in texts(at.error)), texts(at.error)
+
+
+def test_edit_a_delete_says_what_clients_fall_back_to(sandbox):
+    at = open_edit("alice")
+    at.text_input(key="ed_val_producer_byte_rate").input("").run()
+    captions = " ".join(texts(at.caption))
+    # {user=alice} goes: alice's clients fall back to {user=<default>}'s 1 MiB/s (level 6).
+    assert ("will be deleted (now 2 MiB/s); its clients fall back to 1 MiB/s from "
+            "{user=<default>} (level 6)") in captions
+    at.button(key="ed_preview_btn").click().run()
+    diff = at.dataframe[0].value
+    row = diff[diff["key"] == "producer_byte_rate"].iloc[0]
+    assert row["change"] == "delete"
+    assert row["after"] == "deleted → falls back to 1 MiB/s from {user=<default>} (level 6)"
+
+
 def test_edit_shows_exact_bytes(sandbox):
     at = open_edit("alice")
     at.text_input(key="ed_val_producer_byte_rate").input("10MB").run()
@@ -357,18 +436,18 @@ def test_edit_ip_entity_validation(sandbox):
 
 def test_edit_needs_a_name(sandbox):
     at = run_app("pages/edit.py")
-    assert "Type your name in the sidebar" in texts(at.warning)[0]
+    assert "Type your name in the sidebar" in texts(at.main.warning)[-1]
     assert [w.key for w in at.text_input] == ["operator_name"]  # no form
     at.sidebar.text_input(key="operator_name").input("jdoe").run()
-    assert not at.warning and at.text_input(key="ed_user")
+    assert texts(at.main.warning) == [LOCAL_MODE] and at.text_input(key="ed_user")
 
 
 def test_edit_editors_list(sandbox, env):
     env.setenv("QUOTA_EDITORS", "alice,bob")
     at = run_app("pages/edit.py", operator="mallory")
-    assert "'mallory' is not in the editors list" in texts(at.warning)[0]
+    assert "'mallory' is not in the editors list" in texts(at.main.warning)[-1]
     at = run_app("pages/edit.py", operator="bob")
-    assert not at.warning and at.text_input(key="ed_user")
+    assert texts(at.main.warning) == [LOCAL_MODE] and at.text_input(key="ed_user")
 
 
 def test_read_only_hides_editing(sandbox, env):
@@ -391,7 +470,7 @@ def test_preview_diff_and_impact(sandbox):
     assert not at.exception
     assert any("The cluster accepts this change" in t for t in texts(at.success))
     diff = at.dataframe[0].value
-    assert list(diff["key"]) == ["producer_byte_rate"] and list(diff["change"]) == ["removed"]
+    assert list(diff["key"]) == ["producer_byte_rate"] and list(diff["change"]) == ["delete"]
     impact = at.dataframe[1].value
     assert list(impact["client"]) == ["alice · checkout-api"]
     assert list(impact["before → after"]) == ["8 MiB/s (level 1) → 2 MiB/s (level 3)"]
@@ -451,7 +530,7 @@ def test_delete_entity(sandbox, tmp_path):
     at.button(key="ed_delete").click().run()
     at.button(key="ed_preview_btn").click().run()
     diff = at.dataframe[0].value
-    assert set(diff["change"]) == {"removed"}
+    assert set(diff["change"]) == {"delete"}
     at.checkbox(key="ed_confirm").check().run()
     at.button(key="ed_apply").click().run()
     assert E(user="svc-reports") not in SandboxBackend(sandbox).describe()

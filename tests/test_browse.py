@@ -11,7 +11,7 @@ from quota_core import Entity, EntityFilter, FilterComponent, filter_quotas
 from quota_core.browse import (DEFAULT_LABEL, LEVELS, BrowseFilter, TypeMatch, at_levels,
                                display_frame, entity_level, export_csv, export_json,
                                filter_frame, frame_quotas, level_counts, quota_frame,
-                               quota_rows, sort_frame)
+                               natural_key, quota_rows, sort_frame)
 from quota_core.demo import demo_quotas
 from quota_core.errors import FilterError
 from quota_core.serialization import from_document
@@ -188,7 +188,15 @@ def test_sort_names_default_first(frame):
     kinds = list(s["_user_kind"])
     assert kinds == sorted(kinds)
     named = [n for n, k in zip(s["_user"], kinds) if k == 2]
-    assert named == sorted(named)
+    assert named == sorted(named, key=natural_key)
+
+
+def test_names_sort_naturally():
+    quotas = {Entity.of(user=n): {"producer_byte_rate": 1.0}
+              for n in ("svc-10", "svc-2", "Svc-3", "svc-1", "svc-02", "alpha")}
+    s = sort_frame(quota_frame(quotas), "user")
+    assert list(s["user"]) == ["alpha", "svc-1", "svc-02", "svc-2", "Svc-3", "svc-10"]
+    assert list(quota_frame(quotas)["user"]) == list(s["user"])  # the default order too
 
 
 def test_sort_unknown_column(frame):
@@ -217,11 +225,12 @@ def test_export_json_round_trips_through_the_cli_format(frame, quotas):
 def test_export_csv(frame, quotas):
     rows = list(csv.DictReader(io.StringIO(export_csv(frame))))
     assert len(rows) == len(quotas)
-    literal = next(r for r in rows if r["entity"] == "{user=%3Cdefault%3E}")
+    literal = next(r for r in rows if r["entity"] == '{user="<default>"}')
     assert literal["user"] == "<default>" and literal["level"] == "3"
     assert literal["producer_byte_rate"] == "102400" and literal["consumer_byte_rate"] == ""
     default = next(r for r in rows if r["entity"] == "{user=<default>, client-id=<default>}")
     assert default["request_percentage"] == "25"
+    assert any(r["entity"] == '{user="CN=etl,OU=data"}' for r in rows)  # raw, quoted
 
 
 def test_empty_set():

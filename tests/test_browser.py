@@ -101,18 +101,29 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _empty_secrets(tmp_path: Path) -> Path:
+    path = tmp_path / "secrets.toml"
+    path.write_text("")
+    return path
+
+
 @pytest.fixture
 def app_url(backend_env, tmp_path):
     """The app running as a real ``streamlit run`` subprocess; always stopped afterwards."""
     settings, _ = backend_env
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUOTA_")}
-    env.update(settings, QUOTA_AUDIT_LOG=str(tmp_path / "audit.jsonl"), QUOTA_CACHE_TTL="600")
+    # Explicit local mode: the journey types a name (real sign-in: tests/test_signin.py).
+    env.update(settings, QUOTA_AUDIT_LOG=str(tmp_path / "audit.jsonl"), QUOTA_CACHE_TTL="600",
+               QUOTA_LOCAL_MODE="1")
     log = open(tmp_path / "streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
          "--server.port", str(port), "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
+         "--browser.gatherUsageStats", "false",
+         # Only this (empty) secrets file: a developer's own .streamlit/secrets.toml (an
+         # [auth] section, another cluster) must not change what the tests see.
+         "--secrets.files", str(_empty_secrets(tmp_path))],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -98,6 +98,14 @@ def state(path: str) -> dict:
         return backend.describe()
 
 
+@pytest.fixture(autouse=True)
+def _audit_log(tmp_path_factory, monkeypatch) -> Path:
+    """--alter and --import append to the audit log: never to the checkout's own."""
+    path = tmp_path_factory.mktemp("audit") / "audit.jsonl"
+    monkeypatch.setenv("QUOTA_AUDIT_LOG", str(path))
+    return path
+
+
 # -- describe ------------------------------------------------------------------------------
 
 def test_describe_everything_text(store):
@@ -189,7 +197,14 @@ def test_describe_json_everything_matches_store(store):
 ])
 def test_resolve_text(store, flags, expected):
     code, out, err = run("--sandbox", store, "--resolve", *flags)
-    assert (code, out) == (0, expected)
+    # Each KIP-546 line is followed by one indented line: the level and who shares the quota
+    # (asserted exactly in test_resolve_text_shows_level_and_bucket).
+    kip = [line for line in out.splitlines(keepends=True) if not line.startswith("  level ")]
+    assert (code, "".join(kip)) == (0, expected)
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if "_rate=" in line or "_percentage=" in line:
+            assert lines[i + 1].startswith("  level "), out
     # Assumptions (ANONYMOUS, the empty client id) are notes on stderr, never on stdout.
     assert all(line.startswith("note: ") for line in err.splitlines())
     if "--ip" not in flags:
@@ -375,7 +390,7 @@ def test_unusable_sandbox_exits_1(tmp_path, make):
 # -- usage errors (exit 2) -----------------------------------------------------------------
 
 @pytest.mark.parametrize("argv, message", [
-    ([], "one of the arguments --describe --resolve --alter --export --import --throttled is required"),
+    ([], "one of the arguments --describe --resolve --alter --export --import"),
     (["--describe"], "Say where the quotas live"),
     (["--describe", "--sandbox", "{store}", "--bootstrap-server", "h:9092"], "not both"),
     (["--describe", "--sandbox", "{store}", "--command-config", "x.properties"],
@@ -522,7 +537,8 @@ def test_names_round_trip_through_names_flag_and_both_outputs(user, client_id):
             "value": 4000000, "level": 1, "source": {"user": user, "client-id": client_id}}
         code, out, _ = run("--sandbox", path, "--resolve", f"--user={user}",
                            f"--client-id={client_id}")
-        assert (code, out) == (0, f"producer_byte_rate=4000000 {header}\n")
+        assert code == 0 and out.startswith(f"producer_byte_rate=4000000 {header}\n  level 1, ")
+        assert len(out.splitlines()) == 2
 
 
 @SETTINGS
@@ -639,3 +655,77 @@ def test_deleting_an_unset_key_warns(store):
                          "producer_byte_rate")
     assert (code, out) == (0, "")
     assert err == "warning: {user=nobody} has no producer_byte_rate to delete (nothing to remove there).\n"
+
+
+# -- polish: did-you-mean, parsed values, levels, plain output -------------------------------
+
+@pytest.mark.parametrize("flags, message", [
+    (["--add", "prodcer_byte_rate=1MB"],
+     "--add prodcer_byte_rate=...: unknown quota key 'prodcer_byte_rate', did you mean "
+     "producer_byte_rate?"),
+    (["--add", "consumer_byterate=5"],
+     "{user=alice}: unknown quota key 'consumer_byterate' for a user/client-id entity, did you "
+     "mean consumer_byte_rate?"),
+    (["--delete", "request_percent"],
+     "unknown quota key 'request_percent' for a user/client-id entity, did you mean "
+     "request_percentage?"),
+])
+def test_mistyped_key_suggests_the_real_one(store, flags, message):
+    before = state(store)
+    code, out, err = run("--sandbox", store, "--alter", "--user", "alice", *flags)
+    assert (code, out) == (1, "") and message in err and len(err.splitlines()) == 1
+    assert state(store) == before
+
+
+class _Terminal(StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_alter_shows_the_parsed_values_per_entity(store):
+    code, out, err = run("--sandbox", store, "--alter", "--user", "a", "--user", "b",
+                         "--add", "producer_byte_rate=10m,request_percentage=12.5",
+                         "--delete", "consumer_byte_rate", "--validate-only")
+    assert (code, out) == (0, "")
+    assert err.splitlines()[:2] == [
+        "{user=a}: producer_byte_rate=10,000,000 B/s, request_percentage=12.5 %, "
+        "delete consumer_byte_rate",
+        "{user=b}: producer_byte_rate=10,000,000 B/s, request_percentage=12.5 %, "
+        "delete consumer_byte_rate"]
+    # --alter: the same line for a person at a terminal; scripts capturing stderr see nothing.
+    out_, err_ = StringIO(), _Terminal()
+    assert main(["--sandbox", store, "--alter", "--user", "CN=a,OU=b", "--add",
+                 "consumer_byte_rate=1.5MiB", "--output", "plain"], out=out_, err=err_) == 0
+    assert err_.getvalue() == '{user="CN=a,OU=b"}: consumer_byte_rate=1,572,864 B/s\n'
+
+
+def test_resolve_text_shows_level_and_bucket(store):
+    code, out, _ = run("--sandbox", store, "--resolve", "--user", "alice", "--client-id", "app")
+    assert code == 0
+    assert out == (
+        "consumer_byte_rate=5000000 {user=alice, client-id=<default>}\n"
+        "  level 2, shared by only client id 'app' of user 'alice' (one allowance per user and "
+        "client id)\n"
+        "controller_mutation_rate=7.5 {client-id=app}\n"
+        "  level 7, shared by every user running client id 'app' together (one allowance per "
+        "client id)\n"
+        "producer_byte_rate=1048576 {user=alice, client-id=app}\n"
+        "  level 1, shared by only client id 'app' of user 'alice' (one allowance per user and "
+        "client id)\n"
+        "request_percentage=25 {user=alice}\n"
+        "  level 3, shared by every client id of user 'alice' together (one allowance per "
+        "user)\n")
+
+
+def test_plain_output_prints_raw_names_and_units(store):
+    code, out, err = run("--sandbox", store, "--describe", "--output", "plain",
+                         "--user", "<default>", "--user", "CN=a,OU=b", "--defaults", "user")
+    assert (code, err) == (0, "")
+    assert out == ("{user=<default>}\nconsumer_byte_rate=2000000 (2 MB/s)\n\n"
+                   '{user="<default>"}\nconsumer_byte_rate=1000 (1 kB/s)\n\n'
+                   '{user="CN=a,OU=b"}\nproducer_byte_rate=4000000 (4 MB/s)\n'
+                   "request_percentage=56.25% of a thread\n")
+    code, out, _ = run("--sandbox", store, "--resolve", "--output", "plain", "--user",
+                       "CN=a,OU=b", "--client-id", "x")
+    assert out.splitlines()[0] == "consumer_byte_rate=2000000 (2 MB/s) {user=<default>}"
+    assert 'producer_byte_rate=4000000 (4 MB/s) {user="CN=a,OU=b"}' in out

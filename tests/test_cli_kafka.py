@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 import subprocess
 import sys
 
@@ -37,8 +38,14 @@ def test_alter_describe_resolve_on_plaintext(kafka_broker):
     resolved = cli(*bs, "--resolve", "--user", name, "--client-id", "app")
     assert resolved.stdout == (
         "consumer_byte_rate=4000000 {user=cli%20e2e%3Duser%2C1, client-id=app}\n"
+        "  level 1, shared by only client id 'app' of user 'cli e2e=user,1' (one allowance "
+        "per user and client id)\n"
         "producer_byte_rate=1048576 {user=cli%20e2e%3Duser%2C1, client-id=app}\n"
-        "request_percentage=56.25 {user=cli%20e2e%3Duser%2C1}\n")
+        "  level 1, shared by only client id 'app' of user 'cli e2e=user,1' (one allowance "
+        "per user and client id)\n"
+        "request_percentage=56.25 {user=cli%20e2e%3Duser%2C1}\n"
+        "  level 3, shared by every client id of user 'cli e2e=user,1' together (one "
+        "allowance per user)\n")
     doc = json.loads(cli(*bs, "--resolve", "--user", name, "--client-id", "other",
                          "--output", "json").stdout)
     assert doc["quotas"]["request_percentage"] == {"value": 56.25, "level": 3,
@@ -97,12 +104,14 @@ def test_not_authorised_user_is_told_what_is_missing(kafka_sasl_broker, tmp_path
 
 
 def test_broker_down_is_one_clear_line():
-    port = free_port()  # nothing listens there
-    done = cli("--bootstrap-server", f"127.0.0.1:{port}", "--timeout", "2", "--describe")
+    port = free_port()  # nothing listens there: refused, so it fails fast, not after --timeout
+    started = time.monotonic()
+    done = cli("--bootstrap-server", f"127.0.0.1:{port}", "--timeout", "10", "--describe")
+    assert time.monotonic() - started < 8
     assert done.returncode == 1
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert f"127.0.0.1:{port}" in done.stderr and "Traceback" not in done.stderr
-    assert "after 2.0 s" in done.stderr and "connection refused" in done.stderr
+    assert "connection refused" in done.stderr and "tries in" in done.stderr
 
 
 def test_librdkafka_style_credentials_work_too(kafka_sasl_broker, tmp_path):

@@ -54,7 +54,7 @@ def test_audit_reads_records_written_in_the_older_form():
 def test_sandbox_migrates_older_keys_on_its_first_write(tmp_path):
     path = tmp_path / "old.sqlite"
     with SandboxBackend(path) as sandbox:
-        pass
+        sandbox.init()
     with sqlite3.connect(path) as conn:  # a file written before the codec was unified
         conn.execute("INSERT INTO quotas VALUES (?, ?, ?)",
                      ('[["user","a b"],["client-id",null]]', "producer_byte_rate", "1024.0"))

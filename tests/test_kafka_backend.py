@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import socket
 import time
 import uuid
@@ -397,11 +398,12 @@ def test_unreachable_address_fails_within_the_timeout():
     where = f"127.0.0.1:{_closed_port()}"
     started = time.monotonic()
     with pytest.raises(ConnectionFailed) as info:
-        KafkaBackend(where, timeout_s=2.0)
-    assert time.monotonic() - started < 3.5
-    assert str(info.value) == (f"Cannot reach the Kafka cluster at {where} after 2.0 s: "
-                               f"connection refused. Check the bootstrap address and that the "
-                               f"broker is running.")
+        KafkaBackend(where, timeout_s=10.0)
+    assert time.monotonic() - started < 2.5  # refused: fail fast (issue 10)
+    assert re.fullmatch(
+        rf"Cannot reach the Kafka cluster at {re.escape(where)}: connection refused \(\d+ "
+        rf"tries in 1\.\d s; nothing listens at {re.escape(where)}\)\. Check the bootstrap "
+        rf"address and that the broker is running\.", str(info.value)), str(info.value)
 
 
 def test_a_broker_without_the_quota_apis_is_unsupported():
@@ -425,13 +427,13 @@ def test_a_broker_that_goes_away_fails_within_the_timeout(tmp_path):
     broker = LocalBroker(tmp_path / "doomed")
     broker.start(timeout=120)
     try:
-        backend = KafkaBackend(broker.bootstrap, timeout_s=3)
+        backend = KafkaBackend(broker.bootstrap, timeout_s=10)
         assert backend.describe() == {}
         broker.stop()
         started = time.monotonic()
-        with pytest.raises(ConnectionFailed, match="while describing quotas"):
+        with pytest.raises(ConnectionFailed, match="while describing quotas: connection refused"):
             backend.describe()
-        assert time.monotonic() - started < 4.5
+        assert time.monotonic() - started < 2.5  # refused: not the whole timeout (issue 10)
         backend.close()
     finally:
         broker.stop()

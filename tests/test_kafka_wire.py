@@ -20,7 +20,8 @@ USED = [
         "bootstrap_async", "broker_version_data", "close", "cluster", "get_connection",
         "least_loaded_node", "send", "wait_for")
 ] + [
-    (kafka_wire.NetworkSelector, name) for name in ("close", "run", "sleep", "start", "stop")
+    (kafka_wire.NetworkSelector, name) for name in ("call_later", "cancel", "close", "run",
+                                                    "sleep", "start", "stop")
 ] + [
     (kafka_wire.Errors, name) for name in (
         "IncompatibleBrokerVersion", "KafkaConnectionError", "KafkaError", "KafkaTimeoutError",
@@ -66,3 +67,37 @@ def test_the_package_init_is_deferred_but_still_works():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout.split()
     assert out == ["False", "KafkaProducer", "True"]
+
+
+def test_the_receive_limit_and_the_oversized_frame_error_are_where_we_expect_them():
+    """kafka-python's 1,000,000-byte default dropped DescribeClientQuotas answers of about
+    20,000 entries (issue 10); the backend raises the limit and names an oversized answer."""
+    import kafka.protocol.parser as parser
+
+    assert "receive_message_max_bytes" in kafka_wire.KafkaConnectionManager.DEFAULT_CONFIG
+    assert kafka_wire.KafkaConnectionManager.DEFAULT_CONFIG["receive_message_max_bytes"] \
+        < kafka_wire.RECEIVE_MAX_BYTES
+    assert "Invalid frame length: %d" in inspect.getsource(parser)
+    error = kafka_wire.Errors.InvalidReceiveError("Invalid frame length: 1234567")
+    assert kafka_wire.oversized_frame(error) == 1_234_567
+    assert kafka_wire.oversized_frame(kafka_wire.Errors.KafkaConnectionError("x")) is None
+
+
+def test_what_tells_whether_a_request_may_have_left():
+    """A request sent while a connection initialises is buffered until its init_future
+    succeeds: only then may it have reached the broker (issue 10: outcome unknown)."""
+    from kafka.future import Future
+    from kafka.net.connection import KafkaConnection
+
+    for name in ("init_future", "send_request", "send_buffered"):
+        assert hasattr(KafkaConnection, name), f"KafkaConnection.{name} moved"
+    assert "self.initializing" in inspect.getsource(KafkaConnection.__init__)
+    assert "_request_buffer.append" in inspect.getsource(KafkaConnection.send_request)
+
+    class Conn:
+        def __init__(self, future):
+            self.init_future = future
+
+    assert not kafka_wire.request_may_have_left(Conn(Future()))
+    assert kafka_wire.request_may_have_left(Conn(Future().success(None)))
+    assert not kafka_wire.request_may_have_left(Conn(Future().failure(ValueError("x"))))

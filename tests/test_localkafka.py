@@ -229,3 +229,49 @@ def test_cli_up_is_idempotent_and_down_leaves_no_jvm(tmp_path: Path) -> None:
     assert _kafka_jvms_in(state_dir) == []
     assert cli("down").returncode == 0
     assert cli("status").returncode == 3
+
+
+def _cmdlines() -> dict[int, bytes]:
+    """The command line of every process we can see, now."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                found[int(proc.name)] = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+    return found
+
+
+def test_sasl_start_puts_no_password_on_any_command_line(tmp_path: Path) -> None:
+    """`ps` shows every process's argv to every user: the SCRAM passwords must never be there
+    (kafka-storage format reads them from a 0600 @file, removed afterwards)."""
+    import threading
+
+    broker = LocalBroker(tmp_path / "b", sasl=True)
+    secrets_ = [p.encode() for p in broker.users.values()]
+    leaks: set[tuple[int, bytes]] = set()
+    seen = {"samples": 0, "storage": 0}
+    done = threading.Event()
+
+    def sample() -> None:  # in a thread: the broker must be started by this (long-lived) one
+        while not done.is_set():
+            for pid, argv in _cmdlines().items():
+                seen["storage"] += b"kafka.tools.StorageTool" in argv
+                leaks.update((pid, argv[:300]) for s in secrets_ if s in argv)
+            seen["samples"] += 1
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        broker.start(timeout=120)
+        assert broker.answers()
+    finally:
+        done.set()
+        sampler.join()
+        broker.stop()
+    storage_seen, samples = seen["storage"], seen["samples"]
+    assert storage_seen > 0 and samples > 50, (storage_seen, samples)  # the sampler saw it run
+    assert not leaks, f"passwords on a command line: {sorted(p for p, _ in leaks)}"
+    assert not list((tmp_path / "b").glob("*scram*"))  # the @file is gone

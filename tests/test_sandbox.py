@@ -32,12 +32,14 @@ def sandbox(tmp_path):
 
 
 def test_new_store_is_empty_and_says_what_it_is(tmp_path):
-    path = tmp_path / "sub" / "dir" / "q.sqlite"  # missing folders are created
+    path = tmp_path / "sub" / "dir" / "q.sqlite"  # created on the first write, not on open
     with SandboxBackend(path) as backend:
         assert backend.describe() == {}
         info = backend.info()
         assert (info.kind, info.location, info.broker_count) == ("sandbox", str(path), 1)
-        assert info.cluster_id.startswith("sandbox-")
+        assert info.cluster_id is None and not path.parent.exists()
+        assert backend.init()
+        assert backend.info().cluster_id.startswith("sandbox-")
 
 
 def test_set_then_describe(sandbox):

@@ -25,7 +25,7 @@ ALICE = E(user="alice")
      "To make it unlimited, delete the key (--delete consumer_byte_rate)."),
     (ALICE, [Op("producer_byte_rate", 1.5)],
      "producer_byte_rate for {user=alice}: 1.5 has a fraction, but producer_byte_rate is a "
-     "whole number (bytes/s). Round it, e.g. 1."),
+     "whole number (bytes/s). Round it to 2."),
     (ALICE, [Op("producer_byte_rate", 2.0**64)],
      "producer_byte_rate for {user=alice}: 18446744073709551616 is too large for a LONG (at most "
      "9223372036854775807). Give a smaller value."),

@@ -18,8 +18,11 @@ def app_pages(policy: AccessPolicy) -> list:
         st.Page("pages/resolve.py", title="Resolve & explain", icon=":material/troubleshoot:",
                 default=True),
         st.Page("pages/browse.py", title="Browse quotas", icon=":material/table_view:"),
+        st.Page("pages/history.py", title="History", icon=":material/monitoring:"),
     ]
     if policy.editing_enabled:
         pages.append(st.Page("pages/edit.py", title="Edit quotas", icon=":material/edit:"))
+        pages.append(st.Page("pages/plan.py", title="Plan from a file",
+                             icon=":material/difference:"))
     pages.append(st.Page("pages/audit.py", title="Audit log", icon=":material/history:"))
     return pages

@@ -23,6 +23,8 @@ from quota_core.connect import open_backend
 from quota_core.errors import QuotaError
 from quota_core.impact import clients_from_entries
 
+from .identity import (LOCAL, LOCAL_MODE_DETAIL, LOCAL_MODE_NOTICE, PROXY, SIGNIN, Identity,
+                       access_mode, identify, may_edit, setup_banner)
 from .settings import (AccessPolicy, ConnectionSpec, access_policy, audit_path, cache_ttl,
                        connections, kafka_timeout)
 
@@ -42,6 +44,8 @@ class Snapshot:
     took_s: float
 
     _clients: list | None = None
+    _dead: dict | None = None
+    _display: Any = None
 
     @property
     def age_s(self) -> float:
@@ -53,6 +57,28 @@ class Snapshot:
             self._clients = clients_from_entries(self.quotas)
         return self._clients
 
+    def dead_keys(self) -> dict:
+        """Entries with keys that never bind any client (quota_core.shadows), once per snapshot."""
+        if self._dead is None:
+            from quota_core.shadows import dead_keys
+
+            self._dead = dead_keys(self.quotas)
+        return self._dead
+
+    def display(self):
+        """Browse's shown columns for every row (with "never applies"), built once per
+        snapshot; a filter change only selects rows of it (``.loc[shown.index]``)."""
+        if self._display is None:
+            from quota_core.browse import display_frame
+
+            dead = self.dead_keys()
+            table = display_frame(self.frame, exact=False)
+            table["never applies"] = [
+                "; ".join(f"{d.key} ({d.winner.display()} first)" for d in dead[e])
+                if e in dead else "" for e in self.frame["_entity"]]
+            self._display = table
+        return self._display
+
 
 @dataclass
 class PageContext:
@@ -61,8 +87,9 @@ class PageContext:
     snapshot: Snapshot | None
     error: str | None
     policy: AccessPolicy
+    #: The verified (or, in local mode, typed) name: what the audit log records.
     operator: str | None
-    operator_from_header: bool
+    identity: Identity
     audit: AuditLog
     all_specs: list[ConnectionSpec] = field(default_factory=list)
 
@@ -71,7 +98,7 @@ class PageContext:
         return self.snapshot is not None
 
     def may_edit(self) -> tuple[bool, str]:
-        return self.policy.may_edit(self.operator, self.operator_from_header)
+        return may_edit(self.policy, self.identity)
 
     def cluster_fields(self) -> dict[str, Any]:
         """What the audit log records about the cluster."""
@@ -290,8 +317,8 @@ def sidebar() -> PageContext:
                 st.rerun()
             if snapshot is not None:
                 c2.caption(f"described {snapshot.age_s:.0f} s ago in {snapshot.took_s:.2f} s")
-        operator, from_header = _operator(policy)
-    ctx = PageContext(spec, backend, snapshot, error, policy, operator, from_header, audit,
+        identity = _identity(policy)
+    ctx = PageContext(spec, backend, snapshot, error, policy, identity.name, identity, audit,
                       specs)
     st.session_state[_CTX_KEY] = ctx
     return ctx
@@ -317,23 +344,54 @@ def _connection_card(spec: ConnectionSpec, snapshot: Snapshot | None) -> None:
             st.code("\n".join(f"{k}={v}" for k, v in props.items()), language="properties")
 
 
-def _operator(policy: AccessPolicy) -> tuple[str | None, bool]:
-    """Who is at the keyboard: the proxy's header if configured, else a typed name."""
+def _server_address() -> str | None:
+    try:
+        return st.get_option("server.address")
+    except Exception:  # noqa: BLE001 - no such option: treat as every interface
+        return None
+
+
+def _identity(policy: AccessPolicy) -> Identity:
+    """Who is at the keyboard (ui.identity decides), with the sidebar's "Signed in" part:
+    sign-in and sign-out buttons, the proxy's user, or the typed name in local mode."""
     if policy.read_only:
         st.caption("Read-only console: editing is switched off.")
-        return None, False
-    if policy.user_header:
-        name = _header(policy.user_header)
-        if name:
-            st.caption(f"Signed in as **{name}** (from {policy.user_header}).")
-            return name, True
-    name = st.text_input("Your name (recorded in the audit log)", key="operator_name",
-                         placeholder="e.g. jdoe").strip()
-    return (name or None), False
+        return Identity("none")
+    mode, problem = access_mode(policy, _server_address())
+    user = st.user.to_dict() if mode == SIGNIN and not problem else None
+    header = _header(policy.user_header) if mode == PROXY and not problem else None
+    typed = None
+    st.markdown("#### Editor")
+    if mode == LOCAL:
+        st.warning(f"**{LOCAL_MODE_NOTICE}** {LOCAL_MODE_DETAIL}", icon=":material/warning:")
+        typed = st.text_input("Your name (recorded in the audit log)", key="operator_name",
+                              placeholder="e.g. jdoe")
+    identity = identify(policy, mode, problem, user=user, header_value=header, typed=typed)
+    if mode == SIGNIN and not problem:
+        if user and user.get("is_logged_in"):
+            shown = identity.name or user.get("email") or user.get("name") or "?"
+            st.caption(f"Signed in as **{shown}** ({identity.via or 'signed in'}).")
+            st.button("Sign out", key="sign_out", on_click=st.logout,
+                      icon=":material/logout:")
+        else:
+            st.caption("Viewing needs no sign-in; editing does.")
+            st.button("Sign in to edit", key="sign_in", on_click=st.login, type="primary",
+                      icon=":material/login:")
+    elif mode == PROXY and not problem:
+        st.caption(f"Signed in as **{identity.name}** (from the {policy.user_header} header)."
+                   if identity.name else f"No {policy.user_header} header on this request.")
+    elif identity.problem and not setup_banner(policy, identity):
+        st.caption(identity.problem if identity.mode != "none" else
+                   "Editing is off: nobody is identified (see the Edit page).")
+    return identity
 
 
 def connection_banner(ctx: PageContext) -> None:
-    """The banner above every page when the cluster cannot be read, with Retry."""
+    """The banners above every page: editing refused by its configuration (ui.identity),
+    and the cluster that cannot be read, with Retry."""
+    refused = setup_banner(ctx.policy, ctx.identity)
+    if refused:
+        st.error(refused, icon=":material/gpp_bad:")
     if ctx.error is None:
         return
     with st.container(border=True):

@@ -14,11 +14,16 @@ QUOTA_CONNECTION_LABEL          [kafka] label                        how the sid
 QUOTA_READ_ONLY=1               [access] read_only = true            hide all editing
 QUOTA_EDITORS=alice,bob         [access] editors = [...]             who may edit (else anyone)
 QUOTA_USER_HEADER               [access] user_header                 header carrying the user
+QUOTA_TRUST_PROXY_HEADER=1      [access] trust_proxy_header = true   trust it (loopback only)
+QUOTA_LOCAL_MODE=1              [access] mode = "local"              typed names, not verified
+QUOTA_IDENTITY_CLAIM            [access] identity_claim              sign-in claim (default email)
+\u2014                               [auth]                               sign-in (OpenID Connect)
 QUOTA_AUDIT_LOG                 [audit] path                         the JSON-lines audit log
 QUOTA_CACHE_TTL                 [cache] ttl_seconds                  re-describe after (default 60)
 QUOTA_KAFKA_TIMEOUT             [kafka] timeout_seconds              wait for a broker (default 10)
 QUOTA_METRICS                   [metrics] endpoints = [...]          brokers' Prometheus URLs
 QUOTA_HISTORY_DIR               [history] path                       the collector's output folder
+QUOTA_ANALYSIS_DIR              [history] analysis                   the Spark job's tables (default <history>/analysis)
 ==============================  ===================================  ==========================
 """
 from __future__ import annotations
@@ -30,7 +35,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 __all__ = ["ConnectionSpec", "AccessPolicy", "connections", "access_policy", "audit_path",
-           "cache_ttl", "kafka_timeout", "metrics_endpoints", "history_dir", "redact",
+           "cache_ttl", "kafka_timeout", "metrics_endpoints", "history_dir", "analysis_dir", "redact",
            "REPO_ROOT"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -111,40 +116,47 @@ def connections(env: Mapping[str, str], secrets: Mapping[str, Any]) -> list[Conn
 
 @dataclass(frozen=True)
 class AccessPolicy:
-    """Who may edit. ``editors`` None: anyone who gives a name; read_only: nobody."""
+    """Who may edit, as configured. ``ui.identity`` decides from it (pure functions):
+    ``editors`` None: anyone identified; read_only: nobody."""
 
     read_only: bool = False
     editors: frozenset[str] | None = None
     #: A request header set by an authenticating proxy (e.g. X-Forwarded-User).
     user_header: str | None = None
+    #: Trust ``user_header`` ([access] trust_proxy_header): honoured only on loopback.
+    trust_proxy_header: bool = False
+    #: Typed names allowed, not verified ([access] mode = "local" / QUOTA_LOCAL_MODE=1).
+    local_mode: bool = False
+    #: An ``[auth]`` section is configured: editors sign in (OpenID Connect, ``st.login``).
+    signin: bool = False
+    #: What the ``[auth]`` section lacks (Streamlit's own required keys).
+    signin_problems: tuple[str, ...] = ()
+    #: The sign-in claim that names an editor ([access] identity_claim).
+    identity_claim: str = "email"
+    #: An ``[access] mode`` this console does not know.
+    mode_error: str | None = None
 
     @property
     def editing_enabled(self) -> bool:
         return not self.read_only
-
-    def may_edit(self, name: str | None, from_header: bool) -> tuple[bool, str]:
-        """``(allowed, why-not)`` for the operator ``name``."""
-        if self.read_only:
-            return False, "This console is read-only (QUOTA_READ_ONLY / [access] read_only)."
-        if not name:
-            if self.user_header:
-                return False, (f"No user name arrived in the {self.user_header} header: open "
-                               f"the console through the proxy that sets it.")
-            return False, "Type your name in the sidebar: every change is recorded with it."
-        if self.editors is not None:
-            if self.user_header and not from_header:
-                return False, (f"Editors are identified by the {self.user_header} header, "
-                               f"which this request did not carry.")
-            if name not in self.editors:
-                return False, (f"{name!r} is not in the editors list ([access] editors / "
-                               f"QUOTA_EDITORS). Ask an admin to add you.")
-        return True, ""
 
 
 def _flag(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     return str(value).strip().lower() in _TRUE
+
+
+_AUTH_PROVIDER_KEYS = ("client_id", "client_secret", "server_metadata_url")
+
+
+def _auth_problems(auth: Mapping[str, Any]) -> tuple[str, ...]:
+    """What Streamlit's ``st.login()`` (the default provider) needs and ``auth`` lacks."""
+    missing = [f"[auth] {k}" for k in ("redirect_uri", "cookie_secret") if not auth.get(k)]
+    provider = auth.get("default") if isinstance(auth.get("default"), Mapping) else auth
+    where = "[auth.default]" if provider is not auth else "[auth]"
+    missing += [f"{where} {k}" for k in _AUTH_PROVIDER_KEYS if not provider.get(k)]
+    return (f"missing {', '.join(missing)}",) if missing else ()
 
 
 def access_policy(env: Mapping[str, str], secrets: Mapping[str, Any]) -> AccessPolicy:
@@ -157,12 +169,26 @@ def access_policy(env: Mapping[str, str], secrets: Mapping[str, Any]) -> AccessP
     elif isinstance(access.get("editors"), (list, tuple)):
         editors = frozenset(str(n) for n in access["editors"])
     header = env.get("QUOTA_USER_HEADER") or access.get("user_header") or None
-    return AccessPolicy(read_only, editors, str(header) if header else None)
+    trust = _flag(env["QUOTA_TRUST_PROXY_HEADER"]) if env.get("QUOTA_TRUST_PROXY_HEADER") \
+        else _flag(access.get("trust_proxy_header", False))
+    mode = str(access.get("mode") or "").strip().lower()
+    mode_error = None
+    if mode not in ("", "local"):
+        mode_error = (f"Unknown [access] mode {access.get('mode')!r}: the only mode is "
+                      f"\"local\" (typed names, not verified); leave it out otherwise.")
+    local = _flag(env["QUOTA_LOCAL_MODE"]) if env.get("QUOTA_LOCAL_MODE") else mode == "local"
+    auth = _section(secrets, "auth")
+    claim = str(env.get("QUOTA_IDENTITY_CLAIM") or access.get("identity_claim") or "email")
+    return AccessPolicy(read_only, editors, str(header) if header else None, trust, local,
+                        bool(auth), _auth_problems(auth) if auth else (), claim.strip(),
+                        mode_error)
 
 
 def audit_path(env: Mapping[str, str], secrets: Mapping[str, Any]) -> Path:
-    path = env.get("QUOTA_AUDIT_LOG") or _section(secrets, "audit").get("path")
-    return Path(path) if path else REPO_ROOT / ".cache" / "audit" / "quota-audit.jsonl"
+    """The one audit log the dashboard and the CLI share (quota_core.audit decides)."""
+    from quota_core.audit import default_audit_path
+
+    return default_audit_path(env, secrets)
 
 
 def cache_ttl(env: Mapping[str, str], secrets: Mapping[str, Any]) -> float:
@@ -194,3 +220,12 @@ def history_dir(env: Mapping[str, str], secrets: Mapping[str, Any]) -> Path | No
     """The collector's output folder (usage samples and quota snapshots), or None."""
     raw = env.get("QUOTA_HISTORY_DIR") or _section(secrets, "history").get("path")
     return Path(str(raw)) if raw else None
+
+
+def analysis_dir(env: Mapping[str, str], secrets: Mapping[str, Any]) -> Path | None:
+    """Where the Spark job's tables for that history go (default: ``<history>/analysis``)."""
+    raw = env.get("QUOTA_ANALYSIS_DIR") or _section(secrets, "history").get("analysis")
+    if raw:
+        return Path(str(raw))
+    history = history_dir(env, secrets)
+    return history / "analysis" if history else None

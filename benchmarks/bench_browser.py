@@ -1,0 +1,163 @@
+"""Speed a person feels, measured in the real browser (Playwright driving Debian's Chromium).
+
+    .venv/bin/python benchmarks/bench_browser.py [--entries 100000] [--runs 5]
+
+Two servers run in the same session: a bare one-widget Streamlit page (the floor: what any
+Streamlit app costs) and the console on a sandbox holding ``--entries`` quota entries. It
+prints medians and ratios:
+
+* full page load (navigation until Streamlit has settled and the page's content shows),
+  console vs the floor — target within 1.3x;
+* Resolve: typing a new client id, keystroke to settled page — target under 300 ms;
+* Browse: changing a filter on ``--entries`` entries, change to settled page — under 300 ms.
+
+Every server it starts, it stops.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+CHROMIUM = "/usr/bin/chromium"
+
+BARE = '''import streamlit as st
+st.text_input("Client id", key="x")
+st.write("hello")
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve(script: Path, env: dict, cwd: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(script),
+                             "--server.address", "127.0.0.1", "--server.port", str(port),
+                             "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+                            cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return proc, url
+        except OSError:
+            time.sleep(0.2)
+    stop(proc)
+    raise SystemExit(f"streamlit did not start for {script}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def settled(page) -> None:
+    """Streamlit shows its running indicator while a script runs: wait for it to go."""
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000)
+
+
+def timed_load(page, url: str, ready: str) -> float:
+    start = time.perf_counter()
+    page.goto(url)
+    page.wait_for_selector(ready, timeout=60_000)
+    settled(page)
+    return (time.perf_counter() - start) * 1000
+
+
+def timed_rerun(page, action, done_js: str) -> float:
+    """From the keystroke until the page shows the new answer (``done_js`` turns true) and
+    Streamlit has settled."""
+    start = time.perf_counter()
+    action()
+    page.wait_for_function(done_js, timeout=60_000)
+    settled(page)
+    return (time.perf_counter() - start) * 1000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_dashboard import synthetic_quotas  # the same set as the server-side figures
+    from quota_core.sandbox import SandboxBackend
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-browser-"))
+    bare = tmp / "bare.py"
+    bare.write_text(BARE)
+    sandbox = tmp / "quotas.sqlite"
+    with SandboxBackend(sandbox) as backend:
+        backend.replace_all(synthetic_quotas(args.entries))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUOTA_")}
+    env.update(QUOTA_SANDBOX=str(sandbox), QUOTA_CACHE_TTL="3600",
+               QUOTA_AUDIT_LOG=str(tmp / "audit.jsonl"))
+    servers = []
+    try:
+        bare_proc, bare_url = serve(bare, env, tmp)
+        servers.append(bare_proc)
+        app_proc, app_url = serve(REPO / "app.py", env, REPO)
+        servers.append(app_proc)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM,
+                                        args=["--headless", "--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            # Warm both servers (first describe of the big set, imports) before timing.
+            timed_load(page, bare_url, "input")
+            timed_load(page, f"{app_url}/?user=u1&client_id=c1", ".qc-ladder")
+            floor = [timed_load(page, bare_url, "input") for _ in range(args.runs)]
+            full = [timed_load(page, f"{app_url}/?user=u1&client_id=c1", ".qc-ladder")
+                    for _ in range(args.runs)]
+            box = page.get_by_label("Client id", exact=True)
+            resolve = []
+            for i in range(args.runs):
+                resolve.append(timed_rerun(
+                    page, lambda i=i: (box.fill(f"c{i + 2}"), box.press("Enter")),
+                    f"() => location.search.includes('client_id=c{i + 2}')"))
+            timed_load(page, f"{app_url}/browse", "[data-testid=stDataFrame]")
+            search = page.get_by_label("Search names", exact=True)
+            browse = []
+            for i in range(args.runs):
+                browse.append(timed_rerun(
+                    page, lambda i=i: (search.fill(f"user-{i:04d}"), search.press("Enter")),
+                    f"() => location.search.includes('q=user-{i:04d}')"))
+            browser.close()
+    finally:
+        for proc in servers:
+            stop(proc)
+    med = statistics.median
+    print(f"browser figures, {args.entries:,} entries, median of {args.runs} (Chromium, same run)")
+    print(f"  bare Streamlit page load (floor):      {med(floor):7.0f} ms")
+    print(f"  console page load (Resolve):            {med(full):7.0f} ms   "
+          f"ratio {med(full) / med(floor):.2f}x (target <= 1.3x)")
+    print(f"  Resolve rerun, new client id typed:     {med(resolve):7.0f} ms   (target < 300 ms)")
+    print(f"  Browse rerun, filter changed:           {med(browse):7.0f} ms   (target < 300 ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

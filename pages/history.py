@@ -1,0 +1,147 @@
+"""History: who was throttled, for how long, by which entry, over the collector's history.
+
+The tables come from the Spark job (``kafka-client-quotas analyze``, pipeline/), run here on
+demand in its own process with its progress shown; the page itself only reads Parquet.
+"""
+from __future__ import annotations
+
+import time
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from quota_core.entities import entity_from_json
+from quota_core.history import client_label, duration_text, throttle_heatmap
+from quota_core.units import format_quota
+from ui.history import job_log, job_running, places, start_job, tables, windows
+from ui.session import context, secrets_dict
+
+ctx = context()
+st.title("History")
+st.caption("Who was throttled, for how long, and by which quota entry, from the collector's "
+           "usage history; each sample judged against the quota set in force at its time.")
+where = places(secrets_dict())
+if where is None:
+    st.info("No usage history is configured. Run the collector (`kafka-client-quotas collect "
+            "--metrics … --to DIR`) and set `QUOTA_HISTORY_DIR=DIR` (or `[history] path` in "
+            "`.streamlit/secrets.toml`). `make run` sets up a demo history itself.",
+            icon=":material/history_toggle_off:")
+    st.stop()
+if not (where.history / "usage").exists():
+    st.info(f"No usage samples in {where.history} yet: the collector writes them to "
+            f"`{where.history}/usage/`.", icon=":material/hourglass:")
+    st.stop()
+
+
+@st.fragment(run_every=2)
+def progress() -> None:
+    if job_running(where):
+        with st.status("Analysing the history with Spark…", expanded=True):
+            st.code("\n".join(job_log(where)) or "starting…", language=None)
+    elif not where.ready:
+        lines = job_log(where)
+        if lines and any("error" in line for line in lines):
+            st.error("The last analysis failed:\n\n" + "\n".join(lines[-3:]))
+    elif st.session_state.get("hi_started"):
+        st.session_state.pop("hi_started")
+        st.rerun()  # a new analysis landed: read it
+
+
+running = job_running(where)
+c1, c2 = st.columns([3, 1])
+if where.ready:
+    age = time.time() - where.version
+    c1.caption(f"Analysis of `{where.history}` as of "
+               f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(where.version))} "
+               f"({duration_text(age)} ago).")
+if c2.button("Analyse again" if where.ready else "Run the analysis", key="hi_run",
+             disabled=running, icon=":material/play_arrow:", type="secondary" if where.ready
+             else "primary"):
+    start_job(where)
+    st.session_state["hi_started"] = True
+    st.rerun()
+progress()
+if not where.ready:
+    st.info("The history has not been analysed yet: run the analysis (Spark, local) — it "
+            "takes about a minute for a day of samples.", icon=":material/info:")
+    st.stop()
+
+t = tables(str(where.analysis), where.version)
+by_client, by_entry, sizing = t["by_client"], t["by_entry"], t["sizing"]
+throttled = by_client[by_client["throttled_s"] > 0]
+m1, m2, m3 = st.columns(3)
+m1.metric("clients throttled", f"{len({(u, c) for u, c in zip(throttled['user'], throttled['client_id'])}):,}")
+m2.metric("time over quota (broker-seconds)", duration_text(throttled["throttled_s"].sum()))
+m3.metric("entries that throttled someone", f"{(by_entry['throttled_s'] > 0).sum():,}")
+
+# -- top clients and entries ------------------------------------------------------------------
+top = throttled.sort_values("throttled_s", ascending=False).head(15)
+g1, g2 = st.columns(2)
+if not top.empty:
+    labels = [f"{client_label(u, c)} · {k}" for u, c, k in
+              zip(top["user"], top["client_id"], top["key"])]
+    fig = go.Figure(go.Bar(x=top["throttled_s"] / 3600, y=labels, orientation="h",
+                           marker_color="#d93025",
+                           hovertemplate="%{y}: %{x:.2f} h over quota<extra></extra>"))
+    fig.update_layout(title="Most throttled clients", height=420, yaxis=dict(autorange="reversed",
+                      title="client · key"), xaxis_title="hours over quota (summed over brokers)",
+                      margin=dict(l=10, r=10, t=50, b=10))
+    g1.plotly_chart(fig, key="hi_top_clients")
+entries = by_entry[by_entry["throttled_s"] > 0].sort_values("throttled_s", ascending=False)
+if not entries.empty:
+    names = [f"{entity_from_json(s).display()} · {k}" for s, k in
+             zip(entries["source"], entries["key"])]
+    fig = go.Figure(go.Bar(x=entries["throttled_s"] / 3600, y=names, orientation="h",
+                           marker_color="#e37400", customdata=entries["clients_throttled"],
+                           hovertemplate="%{y}: %{x:.2f} h, %{customdata} clients"
+                                         "<extra></extra>"))
+    fig.update_layout(title="Entries that throttled the most", height=420,
+                      yaxis=dict(autorange="reversed", title="entry · key"),
+                      xaxis_title="hours over quota (summed over brokers)",
+                      margin=dict(l=10, r=10, t=50, b=10))
+    g2.plotly_chart(fig, key="hi_top_entries")
+
+# -- heatmap by hour and client -----------------------------------------------------------------
+w = windows(str(where.analysis), where.version)
+heat = throttle_heatmap(w)
+if not heat.empty:
+    fig = go.Figure(go.Heatmap(z=heat.to_numpy() / 60, x=list(heat.columns), y=list(heat.index),
+                               colorscale="Reds", colorbar=dict(title="min over quota"),
+                               hovertemplate="%{y}<br>%{x}: %{z:.0f} min<extra></extra>"))
+    fig.update_layout(title="Throttled minutes by hour and client", height=120 + 24 * len(heat),
+                      xaxis_title="hour (UTC)", yaxis_title="client",
+                      margin=dict(l=10, r=10, t=50, b=10))
+    st.plotly_chart(fig, key="hi_heatmap")
+
+# -- one bucket over time -------------------------------------------------------------------------
+st.subheader("Rate vs quota over time")
+choices = [(u, c, k) for u, c, k in zip(top["user"], top["client_id"], top["key"])] or \
+    list(dict.fromkeys(zip(by_client["user"], by_client["client_id"], by_client["key"])))[:50]
+if choices:
+    pick = st.selectbox("Bucket", choices, key="hi_bucket",
+                        format_func=lambda t: f"{client_label(t[0], t[1])} · {t[2]}")
+    u, c, k = pick
+    sel = w[(w["key"] == k) & ((w["user"] == u) if u == u and u is not None else w["user"].isna())
+            & ((w["client_id"] == c) if c == c and c is not None else w["client_id"].isna())]
+    fig = go.Figure()
+    for broker, part in sel.sort_values("ts").groupby("broker"):
+        fig.add_scatter(x=part["ts"], y=part["rate"], mode="lines", name=f"{broker} rate")
+    quota = sel.sort_values("ts").drop_duplicates("ts")
+    fig.add_scatter(x=quota["ts"], y=quota["quota"], mode="lines", name="quota",
+                    line=dict(dash="dash", shape="hv", color="#202124"))
+    fig.update_layout(height=340, xaxis_title="time (UTC)",
+                      yaxis=dict(title=f"{k} per broker", rangemode="tozero"),
+                      margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.3))
+    st.plotly_chart(fig, key="hi_bucket_chart")
+    query = {key: v for key, v in (("user", u), ("client_id", c)) if v is not None and v == v}
+    st.page_link("pages/resolve.py", label=f"Resolve {client_label(u, c)} now",
+                 icon=":material/troubleshoot:", query_params=query)
+
+# -- sizing -----------------------------------------------------------------------------------------
+with st.expander("Sizing: the smallest quota that would have kept p99 of each entry's clients "
+                 "under it"):
+    st.dataframe([{"entry": entity_from_json(s).display(), "key": k,
+                   "now": format_quota(k, q), "suggested": format_quota(k, sq),
+                   "clients": n} for s, k, q, sq, n in
+                  zip(sizing["source"], sizing["key"], sizing["current_quota"],
+                      sizing["suggested_quota"], sizing["clients"])], hide_index=True)

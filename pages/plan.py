@@ -1,0 +1,182 @@
+"""Plan: bring the cluster to a desired quota file (the export format, JSON or YAML).
+
+Flow: upload or paste the file, Plan (the cluster is read fresh; the diff per entity and key,
+the unmanaged entries and who gets a different effective quota are shown), tick the
+confirmation, Apply. Apply is refused if the quota set changed in any way since the plan was
+made; each entity is applied through the same workflow as the Edit page and the CLI
+(guarded, read back, one audit record each).
+"""
+
+import streamlit as st
+
+from quota_core.errors import ConcurrentChange, QuotaError
+from quota_core.plan import change_kind, make_plan, plan_impact, quota_set_hash, set_diff
+from quota_core.serialization import format_of, read_quota_file
+from quota_core.units import format_quota, format_rate
+from quota_core.workflow import apply_changes
+from ui.live import feed
+from ui.session import context, registry, secrets_dict
+
+ctx = context()
+st.title("Plan from a file")
+if not ctx.policy.editing_enabled:
+    st.info("This console is read-only.")
+    st.stop()
+if not ctx.connected:
+    st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
+    st.stop()
+allowed, why_not = ctx.may_edit()
+if not allowed:
+    st.warning(why_not, icon=":material/lock:")
+    st.stop()
+st.caption(f"Compare a desired quota set (an `--export` file, edited) with **{ctx.spec.label}** "
+           f"(`{ctx.spec.location}`); apply it as **{ctx.operator}**, recorded in the audit "
+           f"log.")
+backend = ctx.backend
+ss = st.session_state
+
+# -- the desired file ---------------------------------------------------------------------------
+with st.container(border=True):
+    upload = st.file_uploader("Desired quota file (.yaml, .yml or .json)",
+                              type=["yaml", "yml", "json"], key="pl_upload")
+    st.text_area("…or paste it here", key="pl_text", height=160,
+                 placeholder="format: quota-console/1\nentries:\n- entity: {user: alice}\n"
+                             "  quotas: {producer_byte_rate: 2097152}")
+    st.toggle("Prune: also remove entries the file does not have", key="pl_prune",
+              help="Off: entries the file does not mention are listed as unmanaged and left "
+                   "as they are.")
+
+if upload is not None:
+    source, raw = upload.name, upload.getvalue()
+else:
+    source, raw = "pasted text", str(ss.get("pl_text") or "").encode("utf-8")
+if not raw.strip():
+    st.info("Upload or paste a quota file: `kafka-client-quotas --export yaml` (or Browse's "
+            "export) gives one to edit.")
+    st.stop()
+key = (source, raw, bool(ss.get("pl_prune")))
+
+if st.button("Plan", key="pl_plan_btn", icon=":material/difference:"):
+    ss.pop("pl_result", None)
+    ss.pop("pl_conflict", None)
+    try:
+        text = raw.decode("utf-8")
+        desired = read_quota_file(text, format_of(source, text), source=source)
+        current = backend.describe()
+        plan = make_plan(current, desired, prune=bool(ss.get("pl_prune")))
+        live, _ = feed(secrets_dict())
+        frame = live.latest() if live is not None else None
+        series = list(frame.series) if frame is not None else None
+        ss["pl_plan"] = (key, plan, plan_impact(plan, series, ctx.snapshot.known_clients()))
+    except UnicodeDecodeError:
+        st.error(f"{source} is not UTF-8 text: give a JSON or YAML export.")
+        ss.pop("pl_plan", None)
+    except QuotaError as exc:
+        for line in str(exc).splitlines():
+            st.error(line, icon="✏️")
+        ss.pop("pl_plan", None)
+
+result = ss.get("pl_result")
+if result is not None:
+    with st.container(border=True):
+        done = result
+        if done.ok:
+            st.success(f"Applied {len(done.applied)} entity change(s) by {ctx.operator}; "
+                       f"each is in the audit log.", icon=":material/check_circle:")
+        else:
+            st.error(f"Applied {len(done.applied)}; {len(done.refused)} refused and not "
+                     f"applied." + (f" The audit log could not be written: {done.audit_error}"
+                                    if done.audit_error else ""), icon=":material/block:")
+        st.dataframe([{"entity": str(a.alteration.entity), "outcome": "applied",
+                       "read back": "yes" if a.settled else "not yet"} for a in done.applied]
+                     + [{"entity": str(r.entity), "outcome": f"refused: {r.error}",
+                         "read back": ""} for r in done.refused], hide_index=True)
+        st.page_link("pages/audit.py", label="See it in the audit log", icon=":material/history:")
+
+stored = ss.get("pl_plan")
+if stored is None or stored[0] != key:
+    st.caption("Plan reads the cluster fresh and shows what would change; nothing is written.")
+    st.stop()
+_, plan, impact = stored
+
+# -- the plan ---------------------------------------------------------------------------------
+st.subheader("Changes")
+if not plan.changes:
+    st.success("Nothing to change: the cluster already holds what the file says.",
+               icon=":material/task_alt:")
+else:
+    st.markdown(f"**{plan.summary()}** against {len(plan.base):,} entries now "
+                f"(`{plan.base_hash[:19]}…`).")
+    st.dataframe([{"entity": str(c.entity), "entity change": c.action, "key": k.key,
+                   "key change": change_kind(k), "before": format_quota(k.key, k.before)
+                   if k.before is not None else "not set",
+                   "after": format_quota(k.key, k.after) if k.after is not None else "not set"}
+                  for c in plan.changes for k in c.keys], hide_index=True, key="pl_diff")
+if plan.unmanaged:
+    with st.expander(f"Unmanaged: {len(plan.unmanaged):,} entries not in the file "
+                     f"({'removed: prune is on' if plan.prune else 'left as they are'})"):
+        st.dataframe([{"entity": str(e), "quotas": ", ".join(
+            f"{k}={format_quota(k, v)}" for k, v in sorted(q.items()))}
+            for e, q in list(plan.unmanaged.items())[:2000]], hide_index=True)
+if plan.changes:
+    moved = {(c.user, c.client_id) for c in impact.clients}
+    if impact.clients:
+        st.markdown(f"**{len(moved):,} known client{'' if len(moved) == 1 else 's'}** get a "
+                    f"different effective quota (of {impact.clients_checked:,} checked):")
+        st.dataframe([{"client": c.label, "key": c.key, "before → after": c.describe()}
+                      for c in impact.clients[:2000]], hide_index=True, key="pl_impact")
+    else:
+        st.markdown(f"No known client changes its effective quota "
+                    f"({impact.clients_checked:,} checked).")
+    if impact.ips:
+        st.dataframe([{"ip": c.label, "key": c.key, "before → after": c.describe()}
+                      for c in impact.ips], hide_index=True)
+    if impact.traffic:
+        st.markdown("**At today's rates** (live metrics):")
+        st.dataframe([{"broker": t.after.broker, "type": t.after.quota_type,
+                       "bucket": ", ".join(f"{k}={v}" for k, v in t.after.bucket.items()
+                                           if v is not None),
+                       "rate now": format_rate(t.after.key, t.after.rate),
+                       "quota before → after": f"{format_quota(t.after.key, t.before.quota)} → "
+                                               f"{format_quota(t.after.key, t.after.quota)}",
+                       "verdict": t.verdict} for t in impact.traffic[:500]], hide_index=True)
+
+if not plan.changes:
+    st.stop()
+
+conflict = ss.get("pl_conflict")
+if conflict is not None:
+    with st.container(border=True):
+        st.error(conflict["message"], icon=":material/sync_problem:")
+        st.dataframe(conflict["rows"], hide_index=True)
+    st.stop()
+
+confirm = st.checkbox(f"I have checked the plan: apply it to {ctx.spec.label}", key="pl_confirm")
+if st.button("Apply", key="pl_apply", type="primary", icon=":material/done_all:",
+             disabled=not confirm):
+    try:
+        current = backend.describe()
+        if quota_set_hash(current) != plan.base_hash:
+            drift = set_diff(plan.base, current)
+            ss["pl_conflict"] = {
+                "message": f"The quota set changed since this plan was made ({len(drift)} "
+                           f"difference{'' if len(drift) == 1 else 's'}): nothing was applied. "
+                           f"Press Plan again, check the new plan, and apply that.",
+                "rows": [{"entity": str(e), "key": c.key,
+                          "when planned": format_quota(c.key, c.before),
+                          "now": format_quota(c.key, c.after)} for e, c in drift[:2000]]}
+            st.rerun()
+        done = apply_changes(backend, plan.alterations, plan.base, actor=ctx.operator,
+                             cluster=ctx.cluster_fields(), audit=ctx.audit, action="apply",
+                             extra={"via": "dashboard plan", "source": plan.source})
+    except ConcurrentChange as exc:
+        ss["pl_conflict"] = {"message": str(exc), "rows": []}
+        st.rerun()
+    except QuotaError as exc:
+        st.error(f"Not applied: {exc}", icon=":material/block:")
+        st.stop()
+    ss["pl_result"] = done
+    ss.pop("pl_plan", None)
+    ss.pop("pl_confirm", None)
+    registry().invalidate(ctx.spec)
+    st.rerun()

@@ -1,0 +1,212 @@
+"""Read the collector's history: usage samples and quota snapshots, checked against the contract.
+
+Layout: ``DIR/usage/date=YYYY-MM-DD/*.parquet`` and ``DIR/quotas/date=YYYY-MM-DD/*.parquet``
+(JSON lines accepted instead). ``date=`` partitions are UTC days and are pruned by the time
+range, so a month of history costs only the days asked for. Every problem becomes one
+PipelineError naming the path and, where one is at fault, the column.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import PipelineError
+from .schema import QUOTA_COLUMNS, USAGE_COLUMNS, check_columns
+from .spark_errors import translating
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["TimeRange", "detect_format", "read_table", "read_usage", "check_buckets",
+           "read_quota_rows"]
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """``start <= ts < end`` in UTC (naive datetimes); None leaves that side open."""
+
+    start: datetime | None = None
+    end: datetime | None = None
+
+    def describe(self) -> str:
+        def fmt(t: datetime | None) -> str:
+            return t.isoformat(sep=" ") if t else "…"
+        return f"{fmt(self.start)} to {fmt(self.end)}"
+
+
+def detect_format(path: str) -> str:
+    """``parquet`` or ``json``, from the data files found under a local ``path``."""
+    if "://" in path and not path.startswith("file:"):
+        return "parquet"  # remote stores: the collector writes Parquet
+    local = Path(path.removeprefix("file:"))
+    if not local.exists():
+        raise PipelineError(f"{path}: no such directory. Point --usage at the collector's "
+                            f"output (it holds usage/ and quotas/).", path=path)
+    kinds = set()
+    for _root, dirs, files in os.walk(local):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        for name in files:
+            if name.startswith((".", "_")):
+                continue
+            suffix = Path(name).suffix.lower()
+            kinds.add("json" if suffix in (".json", ".jsonl") else
+                      "parquet" if suffix == ".parquet" else suffix or name)
+    if not kinds:
+        raise PipelineError(f"{path}: no data files (expected date=YYYY-MM-DD/*.parquet or "
+                            f"*.jsonl).", path=path)
+    if kinds - {"json", "parquet"} or len(kinds) > 1:
+        raise PipelineError(f"{path}: mixed or unknown files ({', '.join(sorted(kinds))}): "
+                            f"keep only .parquet or only .json/.jsonl files there.", path=path)
+    return kinds.pop()
+
+
+def _arrow_kind(arrow_type) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_timestamp(arrow_type) or pa.types.is_date(arrow_type):
+        return "timestamp"
+    if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) \
+            or pa.types.is_decimal(arrow_type):
+        return "double"
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "string"
+    if pa.types.is_null(arrow_type):
+        return "null"
+    return str(arrow_type)
+
+
+def _in_range(file: Path, when: TimeRange, keep_before_start: bool) -> bool:
+    """False only for a ``date=YYYY-MM-DD`` partition wholly outside ``when``."""
+    for part in file.parts:
+        if part.startswith("date="):
+            try:
+                day = datetime.strptime(part[5:], "%Y-%m-%d")
+            except ValueError:
+                return True
+            if when.end is not None and day > when.end:
+                return False
+            if when.start is not None and not keep_before_start \
+                    and day.date() < when.start.date():
+                return False
+    return True
+
+
+def check_parquet_files(path: str, columns: dict[str, str], when: TimeRange,
+                        keep_before_start: bool = False) -> None:
+    """Every local Parquet file in range has every column with the contract's type.
+
+    Spark takes the schema from one file and reads a column missing from another file as
+    nulls, silently; reading each footer (a few KB, no data) catches that, names the file,
+    and catches a file that is not Parquet at all before any job starts.
+    """
+    import pyarrow.parquet as pq
+
+    if "://" in path and not path.startswith("file:"):
+        return
+    root = Path(path.removeprefix("file:"))
+    files = [f for f in sorted(root.rglob("*.parquet"))
+             if not any(p.startswith((".", "_")) for p in f.relative_to(root).parts)
+             and _in_range(f, when, keep_before_start)]
+
+    def schema_of(file: Path):
+        try:
+            return pq.read_schema(file)
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several classes here
+            return exc
+
+    # The collector writes a file per scrape: thousands a day. Footers are tiny reads, so a
+    # few threads (pyarrow releases the GIL) keep this to a fraction of the job.
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        schemas = list(pool.map(schema_of, files))
+    for file, schema in zip(files, schemas):
+        if isinstance(schema, Exception):
+            raise PipelineError(f"{file}: not a readable Parquet file ({schema}); remove or "
+                                f"rewrite it.", path=str(file)) from schema
+        for name, kind in columns.items():
+            if name not in schema.names:
+                raise PipelineError(f"{file}: column {name!r} is missing (found: "
+                                    f"{', '.join(schema.names)}).", path=str(file), column=name)
+            found = _arrow_kind(schema.field(name).type)
+            if found != kind and found != "null":
+                raise PipelineError(f"{file}: column {name!r} is {schema.field(name).type}, "
+                                    f"expected {kind}.", path=str(file), column=name)
+
+
+def _check_ts_text(df: "DataFrame", path: str) -> None:
+    """JSON carries ``ts`` as text; one that does not parse would become a null time."""
+    from pyspark.sql import functions as F
+
+    if dict(df.dtypes).get("ts") != "string":
+        return
+    bad = df.where(F.col("ts").isNotNull() & F.try_to_timestamp(F.col("ts")).isNull())
+    row = bad.select("ts").limit(1).collect()
+    if row:
+        raise PipelineError(f"{path}: column 'ts' holds {row[0][0]!r}, which is not an ISO-8601 "
+                            f"UTC time (e.g. 2025-01-06T00:00:00Z).", path=path, column="ts")
+
+
+def read_table(spark: "SparkSession", path: str, columns: dict[str, str],
+               when: TimeRange, keep_before_start: bool = False) -> "DataFrame":
+    """One input table, schema-checked and cut to ``when`` (partitions pruned first).
+
+    ``keep_before_start`` keeps rows before ``when.start``: a quota snapshot taken before the
+    range still binds the samples at its start.
+    """
+    from pyspark.sql import functions as F
+
+    fmt = detect_format(path)
+    if fmt == "parquet":
+        check_parquet_files(path, columns, when, keep_before_start)
+    with translating(path):
+        reader = spark.read.option("basePath", path)
+        raw = reader.parquet(path) if fmt == "parquet" else reader.json(path)
+        if "_corrupt_record" in raw.columns:
+            raise PipelineError(f"{path}: some lines are not JSON objects; fix or remove them.",
+                                path=path)
+        df = raw
+        if "date" in raw.columns and dict(raw.dtypes)["date"] == "date":
+            if when.end is not None:  # partition pruning: whole UTC days outside the range
+                df = df.where(F.col("date") <= F.lit(when.end.date()))
+            if when.start is not None and not keep_before_start:
+                df = df.where(F.col("date") >= F.lit(when.start.date()))
+        if fmt == "json":
+            _check_ts_text(df, path)
+        df = check_columns(df, columns, path, text_ts=(fmt == "json"))
+        if when.end is not None:
+            df = df.where(F.col("ts") < F.lit(when.end))
+        if when.start is not None and not keep_before_start:
+            df = df.where(F.col("ts") >= F.lit(when.start))
+    return df
+
+
+def read_usage(spark: "SparkSession", path: str, when: TimeRange = TimeRange()) -> "DataFrame":
+    """Usage samples under ``path`` in ``when``, schema-checked. Whether there are any, and
+    whether every quota_type is known, is checked by :func:`check_buckets` on the distinct
+    buckets the resolution collects anyway (no extra pass over the samples)."""
+    return read_table(spark, path, USAGE_COLUMNS, when)
+
+
+def check_buckets(buckets: "pd.DataFrame", path: str, when: TimeRange) -> None:
+    """PipelineError when there are no samples, or a quota_type maps to no key."""
+    from .schema import KEY_FOR_TYPE
+
+    if buckets.empty:
+        raise PipelineError(f"{path}: no usage samples from {when.describe()}: widen --from/--to "
+                            f"or check the collector ran then.", path=path)
+    bad = buckets[buckets["key"].isna()]
+    if len(bad):
+        raise PipelineError(f"{path}: column 'quota_type' holds {bad['quota_type'].iloc[0]!r}; "
+                            f"expected one of {', '.join(KEY_FOR_TYPE)}.", path=path,
+                            column="quota_type")
+
+
+def read_quota_rows(spark: "SparkSession", path: str, when: TimeRange = TimeRange()
+                    ) -> "DataFrame":
+    """Quota snapshot rows up to ``when.end`` (all earlier ones: the last still binds)."""
+    return read_table(spark, path, QUOTA_COLUMNS, when, keep_before_start=True)
+

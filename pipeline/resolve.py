@@ -1,0 +1,118 @@
+"""Each sample's quota at its time: resolved per distinct bucket on the driver, joined in Spark.
+
+The ladder lives in quota_core only. Here the distinct ``(user, client_id, version)`` of the
+samples (thousands, not millions) come to the driver, each version's buckets go through
+:func:`quota_core.bulk.bulk_resolve_buckets` in one vectorised call, and the result goes back
+as a small table joined to the samples (broadcast when small): no Python UDF per row.
+
+A bucket's tags narrow the ladder (both tags: rungs 1, 2, 4, 5; user only: 3, 6; client id
+only: 7, 8); ``bulk_resolve_buckets`` applies that, given None for a missing tag.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from quota_core.bulk import bulk_resolve_buckets
+from quota_core.ladder import source_entity
+
+from .schema import KEY_FOR_TYPE
+from .snapshots import QuotaVersions, entity_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["KEYS", "RESOLUTION_SCHEMA", "resolve_buckets", "distinct_buckets", "resolution_frame",
+           "with_key", "attach_quotas"]
+
+#: The keys samples can be bound by, in KEY_FOR_TYPE's order.
+KEYS: tuple[str, ...] = tuple(KEY_FOR_TYPE.values())
+RESOLUTION_SCHEMA = ("r_user string, r_client_id string, r_version int, r_key string, "
+                     "quota double, level int, source string")
+#: Above this many rows the resolution table is left to Spark's own join choice.
+BROADCAST_ROWS = 2_000_000
+
+
+def resolve_buckets(versions: QuotaVersions, buckets: "pd.DataFrame") -> "pd.DataFrame":
+    """Long table: one row per (bucket, version, key) with quota, level and source entity.
+
+    ``buckets`` has columns user, client_id (None when not a tag) and version. level 0 means
+    unlimited (quota and source null).
+    """
+    import numpy as np
+    import pandas as pd
+
+    frames = []
+    for version, group in buckets.groupby("version", sort=True):
+        users = group["user"].tolist()
+        clients = group["client_id"].tolist()
+        res = bulk_resolve_buckets(versions.sets[int(version)], users, clients, KEYS)
+        sources: dict[tuple, str | None] = {}
+        for key in KEYS:
+            levels = np.asarray(res.levels[key], dtype=np.int32)
+            src = []
+            for level, u, c in zip(levels.tolist(), users, clients):
+                token = (level, u, c)
+                if token not in sources:
+                    sources[token] = (entity_json(source_entity(level, u or "", c or ""))
+                                      if level else None)
+                src.append(sources[token])
+            values = np.asarray(res.values[key], dtype=float)
+            frames.append(pd.DataFrame({
+                "r_user": pd.Series(users, dtype=object),
+                "r_client_id": pd.Series(clients, dtype=object),
+                "r_version": np.full(len(users), int(version), dtype=np.int32),
+                "r_key": key,
+                "quota": np.where(levels > 0, values, np.nan),
+                "level": levels,
+                "source": pd.Series(src, dtype=object),
+            }))
+    if not frames:
+        return pd.DataFrame({c.split()[0]: [] for c in RESOLUTION_SCHEMA.split(", ")})
+    return pd.concat(frames, ignore_index=True)
+
+
+def distinct_buckets(samples: "DataFrame") -> "pd.DataFrame":
+    """The distinct (user, client_id, version, quota_type, key) of the samples: one job, and
+    all the driver needs to resolve them (and to check them: readers.check_buckets)."""
+    return samples.select("user", "client_id", "version", "quota_type", "key").distinct() \
+        .toPandas()
+
+
+def resolution_frame(spark: "SparkSession", buckets: "pd.DataFrame",
+                     versions: QuotaVersions) -> "DataFrame":
+    """The resolution table (a Spark DataFrame, broadcast when small) for ``buckets``."""
+    from pyspark.sql import functions as F
+
+    known = buckets[buckets["version"].notna()]  # none before the first snapshot
+    table = resolve_buckets(versions, known.drop_duplicates(["user", "client_id", "version"]))
+    # pandas 3 stores text as Arrow-backed `str`, which pyspark 4.2's Arrow path cannot take
+    # (ChunkedArray); plain object columns it can.
+    for name in ("r_user", "r_client_id", "r_key", "source"):
+        table[name] = table[name].astype(object)
+    # pyarrow turns NaN into null on the way in: unlimited (level 0) has a null quota, and so
+    # does an entry set to NaN (a broker accepts it; it never throttles).
+    frame = spark.createDataFrame(table, RESOLUTION_SCHEMA)
+    return F.broadcast(frame) if len(table) <= BROADCAST_ROWS else frame
+
+
+def with_key(samples: "DataFrame") -> "DataFrame":
+    """``samples`` plus ``key``, the quota that bounds their quota_type (null if unknown)."""
+    from pyspark.sql import functions as F
+
+    key_map = F.create_map(*[F.lit(x) for kv in KEY_FOR_TYPE.items() for x in kv])
+    return samples.withColumn("key", key_map[F.col("quota_type")])
+
+
+def attach_quotas(keyed: "DataFrame", buckets: "pd.DataFrame",
+                  versions: QuotaVersions) -> "DataFrame":
+    """``keyed`` (samples with ``version`` and ``key``) plus ``quota``, ``level``, ``source``.
+
+    Samples before the first version keep null level/quota/source: unknown, not unlimited.
+    """
+    table = resolution_frame(keyed.sparkSession, buckets, versions)
+    cond = [keyed["user"].eqNullSafe(table["r_user"]),
+            keyed["client_id"].eqNullSafe(table["r_client_id"]),
+            keyed["version"] == table["r_version"],
+            keyed["key"] == table["r_key"]]
+    return keyed.join(table, cond, "left").drop("r_user", "r_client_id", "r_version", "r_key")

@@ -1,0 +1,69 @@
+"""The one place a SparkSession is made: ``SparkSession.builder.getOrCreate()``, no master.
+
+No master is set here on purpose: run with plain ``python`` it is Spark's default
+(``local[*]``), under ``spark-submit --master spark://...`` it is that cluster, with
+``SPARK_REMOTE`` a Spark Connect server. What this adds is what every run needs: the Kafka
+connector as local jars (so nothing downloads at run time), UTC session time (sample ``ts``
+are UTC and ``date=`` partitions are UTC days), Arrow for the driver-side resolution tables,
+and the venv's Python for any Python worker.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+__all__ = ["APP_NAME", "BASE_CONF", "get_session"]
+
+APP_NAME = "quota-console-analyze"
+#: Settings every run needs, whatever the master.
+BASE_CONF: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # A Python fallback would hide a schema problem behind a slow path: fail instead.
+    "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
+}
+
+
+def _remote() -> bool:
+    """Spark Connect: the server owns the classpath, so ``spark.jars`` cannot be set."""
+    return bool(os.environ.get("SPARK_REMOTE") or os.environ.get("SPARK_CONNECT_MODE_ENABLED"))
+
+
+def get_session(app_name: str = APP_NAME, conf: Mapping[str, str] | None = None,
+                with_kafka: bool = True) -> "SparkSession":
+    """The active session, or a new one with :data:`BASE_CONF`, ``conf`` and the connector.
+
+    ``with_kafka=False`` skips the connector (and the one-time mvn fetch) for jobs that only
+    read files. Run by plain ``python``, the JVM starts with the jars on its classpath. Under
+    ``spark-submit`` the driver JVM is already running and ``spark.jars`` set now would reach
+    the executors only ("Failed to find data source: kafka"), so the jars are added with SQL's
+    ``ADD JAR``, which loads them in the driver and ships them to the executors.
+    """
+    from pyspark.sql import SparkSession
+
+    # Python workers (if any) must be this interpreter, not whatever `python3` is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in {**BASE_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    jars: list[str] = []
+    if with_kafka and not _remote():
+        from .jars import spark_jar_paths
+
+        jars = spark_jar_paths()
+        builder = builder.config("spark.jars", ",".join(jars))
+    session = builder.getOrCreate()
+    if jars and _jvm_started_by_spark_submit():
+        for jar in jars:
+            session.sql(f"ADD JAR '{jar}'")
+    return session
+
+
+def _jvm_started_by_spark_submit() -> bool:
+    """spark-submit starts the JVM first and tells Python where it is by this variable."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ

@@ -1,0 +1,90 @@
+"""Reading a file the user named (an import, client properties), bounded.
+
+``/dev/zero``, a FIFO nobody writes to, a terminal or a multi-gigabyte file given by mistake
+must not hang the CLI or fill its memory: :func:`read_text_file` refuses anything that is not
+a regular file, naming what it is, and stops at a size limit.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from .errors import ParseError, QuotaError
+
+__all__ = ["IMPORT_LIMIT", "PROPERTIES_LIMIT", "read_bytes_file", "read_text_file"]
+
+#: Quota exports: a million entries fit in well under this.
+IMPORT_LIMIT = 64 * 2**20
+#: Kafka client properties (``--command-config``, ``--add-config-file``): a few lines.
+PROPERTIES_LIMIT = 2**20
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, words in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                        (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def _size(limit: int) -> str:
+    return f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit} bytes"
+
+
+def read_bytes_file(path: str | Path, what: str, limit: int,
+                    error: type[QuotaError] = ParseError) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them.
+
+    ``what`` names the file in messages (``"--import file"``). Raises ``error`` (a
+    :class:`ParseError` by default), its message starting ``Cannot read PATH:`` and its
+    ``context`` holding ``path`` and ``reason``, when the file is missing, unreadable, not a
+    regular file, or larger than ``limit``. The file is opened without blocking, so a FIFO
+    is refused instead of waiting for a writer.
+    """
+    path = Path(path)
+
+    def fail(reason: str, fix: str = "") -> QuotaError:
+        return error(f"Cannot read {path}: {reason}.{' ' + fix if fix else ''}",
+                     path=str(path), reason=reason)
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise fail(exc.strerror or type(exc).__name__) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise fail(f"it is {_kind(mode)}, not a regular file",
+                       f"A {what} must be a regular file (this one could be endless): save "
+                       f"the content to a file and give that.")
+        chunks, size = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise fail(f"it is larger than {_size(limit)}, the most a {what} may be",
+                           "Check that it is the right file.")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise fail(exc.strerror or type(exc).__name__) from None
+    finally:
+        os.close(fd)
+
+
+def read_text_file(path: str | Path, what: str, limit: int,
+                   error: type[QuotaError] = ParseError, fix: str = "") -> str:
+    """:func:`read_bytes_file` decoded as UTF-8; other bytes are refused naming the offset
+    (``fix`` says what to give instead; default: save it as UTF-8)."""
+    raw = read_bytes_file(path, what, limit, error)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        reason = f"it is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        raise error(f"Cannot read {path}: {reason}. {fix or f'Save the {what} as UTF-8.'}",
+                    path=str(path), reason=reason) from None

@@ -1,0 +1,304 @@
+"""Plans: the changes that bring a cluster's quota set to a desired file, and the plan
+document ``apply`` executes. Pure: quota sets in, plain values out; no I/O.
+
+A desired file (the export format, :mod:`quota_core.serialization`) is exact *per entry*:
+an entity in the file ends up with exactly the keys the file gives it (a key deleted from an
+exported entry is removed; an entry with ``quotas: {}`` removes the entity). Entities the file
+does not mention are *unmanaged*: listed, never changed, unless ``prune`` is set, when they
+are removed.
+
+The plan document records the exact quota set it was computed against (the set itself and
+its canonical hash, :func:`quota_set_hash`), the alterations, and the hash of the set they
+lead to, so ``apply`` can refuse when the cluster moved since, and a plan file that was
+edited by hand is refused too.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Mapping, Sequence
+
+from .alterations import Alteration, Op, apply_ops, diff_alteration
+from .entities import Entity
+from .errors import AlterationError, ParseError, Problem, ValidationError
+from .impact import (ANY_OTHER, ClientChange, KeyChange, client_impact, clients_from_entries,
+                     entity_diff, ip_impact)
+from .keys import NON_FINITE, json_number, same_value
+from .serialization import QuotaFile, from_document, to_document
+from .validation import alteration_problems
+
+__all__ = ["PLAN_FORMAT", "EntityChange", "Plan", "PlanImpact", "quota_set_hash", "make_plan",
+           "plan_impact", "plan_document", "read_plan", "set_diff", "change_kind"]
+
+PLAN_FORMAT = "quota-console-plan/1"
+QuotaSet = Mapping[Entity, Mapping[str, float]]
+
+
+def canonical_json(quotas: QuotaSet) -> str:
+    """One text per quota set: entries sorted, integral values as integers, NaN as "NaN"."""
+    return json.dumps(to_document(quotas)["entries"], ensure_ascii=False, sort_keys=True,
+                      separators=(",", ":"), allow_nan=False)
+
+
+def quota_set_hash(quotas: QuotaSet) -> str:
+    """``sha256:<hex>`` of :func:`canonical_json`: equal sets, equal hashes."""
+    return "sha256:" + hashlib.sha256(canonical_json(quotas).encode("utf-8")).hexdigest()
+
+
+def change_kind(change: KeyChange) -> str:
+    """``add`` / ``change`` / ``remove`` for one key (``unchanged`` when the same, NaN too)."""
+    if change.before is None:
+        return "add"
+    if change.after is None:
+        return "remove"
+    return "unchanged" if same_value(change.before, change.after) else "change"
+
+
+def set_diff(before: QuotaSet, after: QuotaSet) -> list[tuple[Entity, KeyChange]]:
+    """Every (entity, key) whose value differs between two sets, in entity then key order."""
+    out = []
+    for entity in sorted(set(before) | set(after), key=Entity.sort_key):
+        for c in entity_diff(before.get(entity, {}), after.get(entity, {})):
+            if change_kind(c) != "unchanged":
+                out.append((entity, c))
+    return out
+
+
+@dataclass(frozen=True)
+class EntityChange:
+    """One entity's part of a plan: ``add`` (new entity), ``change`` or ``remove`` (every key
+    goes), the keys that change, and the alteration that does it."""
+
+    entity: Entity
+    action: str
+    keys: tuple[KeyChange, ...]
+    alteration: Alteration
+
+    @property
+    def before(self) -> dict[str, float]:
+        return {c.key: c.before for c in self.keys if c.before is not None}
+
+
+@dataclass(frozen=True)
+class Plan:
+    base: dict[Entity, dict[str, float]]
+    changes: tuple[EntityChange, ...]
+    unmanaged: dict[Entity, dict[str, float]]
+    prune: bool = False
+    source: str = ""
+    base_hash: str = ""
+
+    @property
+    def alterations(self) -> list[Alteration]:
+        return [c.alteration for c in self.changes]
+
+    @property
+    def after(self) -> dict[Entity, dict[str, float]]:
+        """The quota set once the plan is applied."""
+        out = {e: dict(q) for e, q in self.base.items()}
+        for c in self.changes:
+            new = apply_ops(out.get(c.entity, {}), c.alteration.ops)
+            if new:
+                out[c.entity] = new
+            else:
+                out.pop(c.entity, None)
+        return out
+
+    def counts(self) -> dict[str, int]:
+        out = {"add": 0, "change": 0, "remove": 0}
+        for c in self.changes:
+            out[c.action] += 1
+        return out
+
+    def summary(self) -> str:
+        """``3 entities to change (1 add, 1 change, 1 remove)`` or ``Nothing to change``."""
+        if not self.changes:
+            return "Nothing to change"
+        n = len(self.changes)
+        return (f"{n} entit{'y' if n == 1 else 'ies'} to change ("
+                + ", ".join(f"{v} {k}" for k, v in self.counts().items() if v) + ")")
+
+
+def _entity_change(entity: Entity, before: Mapping[str, float],
+                   after: Mapping[str, float]) -> EntityChange | None:
+    alteration = diff_alteration(entity, before, after)
+    if not alteration.ops:
+        return None
+    action = "add" if not before else "remove" if not after else "change"
+    keys = tuple(c for c in entity_diff(before, after) if change_kind(c) != "unchanged")
+    return EntityChange(entity, action, keys, alteration)
+
+
+def make_plan(current: QuotaSet, desired: QuotaFile | QuotaSet, *, prune: bool = False,
+              source: str | None = None) -> Plan:
+    """The changes that bring ``current`` to ``desired``.
+
+    Every value the plan would send is validated here, as the broker and our client-side
+    rules would; problems raise :class:`AlterationError` naming the file line of each."""
+    qfile = desired if isinstance(desired, QuotaFile) else QuotaFile(dict(desired))
+    wanted = qfile.quotas
+    changes, unmanaged = [], {}
+    for entity in sorted(set(current) | set(wanted), key=Entity.sort_key):
+        before = dict(current.get(entity, {}))
+        if entity in wanted:
+            after = dict(wanted[entity])
+        elif prune:
+            after = {}
+        else:
+            unmanaged[entity] = before
+            continue
+        change = _entity_change(entity, before, after)
+        if change is not None:
+            changes.append(change)
+    problems: list[Problem] = []
+    for change in changes:
+        for p in alteration_problems(change.alteration):
+            where = qfile.where(change.entity, p.key) if qfile.line(change.entity) else ""
+            problems.append(Problem(f"{where}: {p.message}" if where else p.message,
+                                    entity=p.entity, key=p.key))
+    if problems:
+        raise AlterationError(problems[0].message if len(problems) == 1 else (
+            f"{len(problems)} problems, nothing was planned:\n"
+            + "\n".join(f"- {p.message}" for p in problems)), problems=problems)
+    base = {e: dict(q) for e, q in current.items()}
+    return Plan(base, tuple(changes), unmanaged, prune,
+                source if source is not None else qfile.source, quota_set_hash(base))
+
+
+# --------------------------------------------------------------------------- impact
+@dataclass(frozen=True)
+class PlanImpact:
+    """Who gets a different effective quota: known clients (named in the entries, and seen
+    in the brokers' metrics), ips, and (with live metrics) the buckets at today's rates."""
+
+    clients: list[ClientChange]
+    clients_checked: int
+    ips: list[ClientChange] = field(default_factory=list)
+    traffic: list = field(default_factory=list)  # live.TrafficChange
+
+
+def plan_impact(plan: Plan, series: Sequence | None = None,
+                extra_clients: Sequence[tuple[str, str]] = ()) -> PlanImpact:
+    from .live import clients_seen, traffic_impact
+
+    before, after = plan.base, plan.after
+    known = list(dict.fromkeys(clients_from_entries({**before, **after}) + list(extra_clients)
+                               + (clients_seen(series, ANY_OTHER) if series else [])))
+    changed = [c.entity for c in plan.changes]
+    clients = client_impact(before, after, known, changed)
+    ips: list[ClientChange] = []
+    for entity in changed:
+        if entity.is_ip:
+            ips += [c for c in ip_impact(before, after, entity) if c not in ips]
+    traffic = traffic_impact(before, after, series) if series else []
+    return PlanImpact(clients, len(known), ips, traffic)
+
+
+# --------------------------------------------------------------------------- the document
+def _num(value: float | None) -> Any:
+    return None if value is None else json_number(value)
+
+
+def _impact_json(impact: PlanImpact) -> dict:
+    def change(c: ClientChange) -> dict:
+        who = {"ip": c.user} if c.kind == "ip" else {
+            "user": None if c.user == ANY_OTHER else c.user,
+            "client-id": None if c.client_id == ANY_OTHER else c.client_id}
+        return {"client": who, "label": c.label, "key": c.key, "before": _num(c.before),
+                "before_level": c.before_level, "after": _num(c.after),
+                "after_level": c.after_level}
+
+    return {"clients_checked": impact.clients_checked,
+            "clients": [change(c) for c in impact.clients],
+            "ips": [change(c) for c in impact.ips],
+            "traffic": [{"broker": t.after.broker, "quota_type": t.after.quota_type,
+                         "bucket": t.after.bucket, "rate": _num(t.after.rate),
+                         "quota_before": _num(t.before.quota), "quota_after": _num(t.after.quota),
+                         "verdict": t.verdict} for t in impact.traffic]}
+
+
+def plan_document(plan: Plan, impact: PlanImpact | None = None, *,
+                  cluster: Mapping[str, Any] | None = None,
+                  now: datetime | None = None) -> dict:
+    """The plan file ``apply`` reads (JSON). ``impact`` and ``cluster`` are for people;
+    ``apply`` relies on ``base`` (the set and its hash), ``changes`` and ``after_hash``."""
+    ts = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    doc = {
+        "format": PLAN_FORMAT,
+        "created": ts.isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "source": plan.source,
+        "prune": plan.prune,
+        "cluster": dict(cluster or {}),
+        "summary": {**plan.counts(), "unmanaged": len(plan.unmanaged)},
+        "base": {"hash": plan.base_hash, "entries": to_document(plan.base)["entries"]},
+        "after_hash": quota_set_hash(plan.after),
+        "changes": [{
+            "entity": c.entity.as_dict(), "action": c.action,
+            "ops": [{"key": op.key, "value": _num(op.value)} for op in c.alteration.ops],
+            "keys": [{"key": k.key, "change": change_kind(k), "before": _num(k.before),
+                      "after": _num(k.after)} for k in c.keys]} for c in plan.changes],
+        "unmanaged": [{"entity": e.as_dict(), "quotas": {k: json_number(v)
+                                                          for k, v in sorted(q.items())}}
+                      for e, q in plan.unmanaged.items()],
+    }
+    if impact is not None:
+        doc["impact"] = _impact_json(impact)
+    return doc
+
+
+def _op(raw: Any, where: str) -> Op:
+    if not isinstance(raw, dict) or not isinstance(raw.get("key"), str) or "value" not in raw:
+        raise ParseError(f"{where}: an op must be {{\"key\": ..., \"value\": number or null}}.")
+    value = raw["value"]
+    if value is None:
+        return Op.remove(raw["key"])
+    if isinstance(value, str) and value in NON_FINITE:
+        value = NON_FINITE[value]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ParseError(f"{where}: {raw['key']}={value!r} is not a number.")
+    return Op.set(raw["key"], value)
+
+
+def read_plan(doc: Any, source: str = "the plan") -> Plan:
+    """The :class:`Plan` in a plan document. Refuses (ParseError) a document that is not a
+    plan, or whose base set, hash and changes do not agree (edited or damaged)."""
+    remake = (f"Make a new plan with `kafka-client-quotas plan FILE ... --out {source}`.")
+    if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
+        raise ParseError(f"{source} is not a plan file (format {PLAN_FORMAT}): {remake}")
+    try:
+        base_doc, changes_doc = doc["base"], doc["changes"]
+        base = from_document({"entries": base_doc["entries"]}, f"{source}, base")
+        stated = base_doc["hash"]
+        changes: list[EntityChange] = []
+        for i, raw in enumerate(changes_doc, start=1):
+            entity = Entity.from_mapping(raw["entity"])
+            ops = tuple(_op(o, f"{source}, change {i}") for o in raw["ops"])
+            before = base.get(entity, {})
+            after = apply_ops(before, ops)
+            change = _entity_change(entity, before, after)
+            if change is None or change.alteration.ops != ops:
+                raise ParseError(f"{source}, change {i}: its ops for {entity} do not follow "
+                                 f"from the base set. {remake}")
+            changes.append(change)
+        unmanaged = from_document({"entries": doc.get("unmanaged", [])}, f"{source}, unmanaged")
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ParseError(f"{source} is not a complete plan file (missing or malformed {exc}). "
+                         f"{remake}") from None
+    except ValidationError as exc:
+        if isinstance(exc, ParseError) and str(exc).startswith(source):
+            raise
+        raise ParseError(f"{source}: {exc} {remake}") from None
+    if quota_set_hash(base) != stated:
+        raise ParseError(f"{source}: its base quota set does not match its hash ({stated}): the "
+                         f"file was edited or damaged. {remake}")
+    plan = Plan({e: dict(q) for e, q in base.items()}, tuple(changes),
+                {e: dict(q) for e, q in unmanaged.items()}, bool(doc.get("prune")),
+                str(doc.get("source") or ""), stated)
+    if doc.get("after_hash") != quota_set_hash(plan.after):
+        raise ParseError(f"{source}: its changes do not lead to the set it recorded "
+                         f"(after_hash): the file was edited or damaged. {remake}")
+    if len({c.entity for c in changes}) != len(changes):
+        raise ParseError(f"{source}: an entity appears twice in its changes. {remake}")
+    return plan

@@ -1,0 +1,316 @@
+"""``kafka-client-quotas plan`` and ``apply``: bring a cluster to a desired quota file.
+
+Examples::
+
+    kafka-client-quotas plan quotas.yaml --bootstrap-server 127.0.0.1:9092 --out plan.json
+    kafka-client-quotas apply plan.json --bootstrap-server 127.0.0.1:9092 --actor jdoe
+
+``plan`` exit status (for CI, like ``terraform plan -detailed-exitcode``): 0 nothing to
+change, 2 changes pending, 1 anything went wrong, wrong flags included, so 2 always means
+"changes pending". ``apply`` exit status: 0 every change applied (or nothing to apply),
+1 refused (the quota set moved since the plan) or not all applied, 2 wrong flags.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import TextIO
+
+from .audit import AuditLog, cluster_fields, default_audit_path, os_user
+from .connect import open_backend
+from .errors import (AlterationError, ConcurrentChange, OutcomeUnknown, ParseError,
+                     QuotaError, ValidationError)
+from .output import FORMATS, entity_text, format_key_change, format_plan
+
+PROG = "kafka-client-quotas"
+#: plan: changes pending (exit 2); every error, wrong flags included, is 1.
+PLAN_OK, PLAN_ERROR, PLAN_PENDING = 0, 1, 2
+
+
+class _Usage(Exception):
+    pass
+
+
+def _where(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("where the quotas live (one of)")
+    g.add_argument("--bootstrap-server", metavar="HOST:PORT", help="a Kafka cluster")
+    g.add_argument("--command-config", metavar="FILE",
+                   help="Kafka client properties (security.protocol, sasl.*, ssl.*)")
+    g.add_argument("--sandbox", metavar="PATH", help="a local sandbox store (SQLite file)")
+    g.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="give up on an unreachable cluster after this long (default 10)")
+    p.add_argument("--output", choices=FORMATS, default="text",
+                   help="text (names as Kafka prints them), plain (raw names) or json")
+
+
+def plan_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"{PROG} plan", description="Compare a desired quota file (the --export format, "
+        "JSON or YAML) with the cluster: what would be added, changed and removed, and who "
+        "gets a different effective quota. Exit 0: nothing to change; 2: changes pending; "
+        "1: an error (wrong flags too).",
+        epilog=f"Example: {PROG} plan quotas.yaml --bootstrap-server 127.0.0.1:9092 "
+               f"--out plan.json")
+    p.add_argument("file", metavar="FILE", help="the desired quota set (.json, .yaml, .yml)")
+    _where(p)
+    p.add_argument("--out", metavar="PLANFILE",
+                   help="write the plan (JSON) for `apply`: the quota set it was computed "
+                        "against, its hash and the changes")
+    p.add_argument("--prune", action="store_true",
+                   help="also remove entries the file does not have (otherwise they are "
+                        "listed as unmanaged and left alone)")
+    p.add_argument("--metrics", metavar="URL[,URL...]",
+                   help="the brokers' Prometheus endpoints: also judge the change at today's "
+                        "rates (who would be newly throttled or freed)")
+    return p
+
+
+def apply_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"{PROG} apply", description="Apply a plan made by `plan --out`, exactly: "
+        "refused if the cluster's quota set changed in any way since. Every change is "
+        "recorded in the audit log. Exit 0: applied; 1: refused or not all applied; "
+        "2: wrong flags.",
+        epilog=f"Example: {PROG} apply plan.json --bootstrap-server 127.0.0.1:9092 "
+               f"--actor jdoe")
+    p.add_argument("plan_file", metavar="PLANFILE", help="a plan written by `plan --out`")
+    _where(p)
+    p.add_argument("--actor", metavar="NAME",
+                   help="who applies it, for the audit log (default: the OS user)")
+    p.add_argument("--audit-log", metavar="PATH",
+                   help="the audit log (default: $QUOTA_AUDIT_LOG, else "
+                        ".cache/audit/quota-audit.jsonl, as the dashboard)")
+    return p
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str], err: TextIO,
+           out: TextIO) -> argparse.Namespace:
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        return parser.parse_args(argv)
+
+
+def _check_where(args: argparse.Namespace) -> None:
+    if bool(args.sandbox) == bool(args.bootstrap_server):
+        raise _Usage("Say where the quotas live: --bootstrap-server HOST:PORT (a Kafka "
+                     "cluster) or --sandbox PATH (a local sandbox file), one of them.")
+    if args.command_config and not args.bootstrap_server:
+        raise _Usage("--command-config goes with --bootstrap-server.")
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= 3600):
+        raise _Usage(f"--timeout {args.timeout:g}: give a number of seconds between 0 and "
+                     f"3600.")
+    if args.sandbox and not Path(args.sandbox).exists():
+        raise _Usage(f"No sandbox file at {args.sandbox}: create it with --alter or --import "
+                     f"first. Check the path.")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ParseError(f"Cannot read {path}: {exc.strerror}.") from exc
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"Cannot read {path}: it is not UTF-8 text ({exc.reason} at byte "
+                         f"{exc.start}).") from exc
+
+
+def _open(args: argparse.Namespace):
+    return open_backend(args.sandbox, args.bootstrap_server, args.command_config,
+                        timeout_s=args.timeout)
+
+
+def _location(args: argparse.Namespace) -> str:
+    return f"sandbox {args.sandbox}" if args.sandbox else args.bootstrap_server
+
+
+def _series(args: argparse.Namespace, err: TextIO) -> list | None:
+    if not args.metrics:
+        return None
+    from .collector import parse_endpoints
+    from .metrics import scrape
+
+    series: list = []
+    for endpoint in parse_endpoints(args.metrics):
+        try:
+            series.extend(scrape(endpoint.url, endpoint.label, timeout=args.timeout))
+        except QuotaError as exc:
+            err.write(f"{PROG} plan: warning: {exc} (the plan is made without it)\n")
+    return series
+
+
+# --------------------------------------------------------------------------- plan
+def plan_main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    """``plan FILE ...``: 0 nothing to change, 2 changes pending, 1 an error."""
+    from .plan import make_plan, plan_document, plan_impact
+    from .serialization import format_of, read_quota_file
+
+    try:
+        args = _parse(plan_parser(), argv, err, out)
+    except SystemExit as exc:  # --help: 0; a usage error: 1 here, so 2 means "pending"
+        return PLAN_OK if not exc.code else PLAN_ERROR
+    try:
+        _check_where(args)
+        path = Path(args.file)
+        text = _read_text(path)
+        desired = read_quota_file(text, format_of(path.name, text), source=str(path))
+        if args.out and Path(args.out).resolve() == path.resolve():
+            raise _Usage(f"--out {args.out} is the desired file itself: write the plan "
+                         f"elsewhere, e.g. --out plan.json.")
+        series = _series(args, err)
+        with _open(args) as backend:
+            current = backend.describe()
+            cluster = cluster_fields(backend.info())
+        plan = make_plan(current, desired, prune=args.prune)
+        impact = plan_impact(plan, series)
+        doc = plan_document(plan, impact, cluster=cluster)
+        if args.out:
+            _write_plan(Path(args.out), doc)
+        if args.output == "json":
+            out.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+        else:
+            out.write(format_plan(plan, impact, args.output, where=_location(args)))
+        if args.out and plan.changes:
+            err.write(f"Plan written to {args.out}. Apply it with: {PROG} apply {args.out} "
+                      f"{_where_flags(args)}\n")
+        return PLAN_PENDING if plan.changes else PLAN_OK
+    except _Usage as exc:
+        err.write(f"{PROG} plan: error: {exc}\n")
+        return PLAN_ERROR
+    except AlterationError as exc:
+        for problem in exc.problems or [exc]:
+            err.write(f"{PROG} plan: {getattr(problem, 'message', problem)}\n")
+        return PLAN_ERROR
+    except QuotaError as exc:
+        err.write(f"{PROG} plan: {exc}\n")
+        return PLAN_ERROR
+    except BrokenPipeError:
+        return PLAN_ERROR
+
+
+def _where_flags(args: argparse.Namespace) -> str:
+    if args.sandbox:
+        return f"--sandbox {args.sandbox}"
+    cc = f" --command-config {args.command_config}" if args.command_config else ""
+    return f"--bootstrap-server {args.bootstrap_server}{cc}"
+
+
+def _write_plan(path: Path, doc: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(doc, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ParseError(f"Cannot write the plan to {path}: {exc.strerror}. Give a writable "
+                         f"--out path.") from exc
+
+
+# --------------------------------------------------------------------------- apply
+def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    """``apply PLANFILE ...``: 0 applied, 1 refused or not all applied, 2 wrong flags."""
+    from .plan import quota_set_hash, read_plan, set_diff
+    from .workflow import apply_changes
+
+    try:
+        args = _parse(apply_parser(), argv, err, out)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    prefix = f"{PROG} apply"
+    try:
+        _check_where(args)
+        path = Path(args.plan_file)
+        try:
+            doc = json.loads(_read_text(path))
+        except ValueError as exc:
+            raise ParseError(f"{path} is not a plan file (not JSON: {exc}). Make one with "
+                             f"`{PROG} plan FILE ... --out {path}`.") from None
+        plan = read_plan(doc, str(path))
+    except _Usage as exc:
+        err.write(f"{prefix}: error: {exc}\n")
+        return 2
+    except QuotaError as exc:
+        err.write(f"{prefix}: {exc}\n")
+        return 1
+    audit = AuditLog(args.audit_log or default_audit_path(os.environ))
+    actor = args.actor or os_user()
+    try:
+        with _open(args) as backend:
+            current = backend.describe()
+            if plan.changes and quota_set_hash(current) == quota_set_hash(plan.after):
+                err.write(f"Nothing to apply: the cluster already holds the quota set {path} "
+                          f"leads to (it was applied already).\n")
+                return 0
+            if quota_set_hash(current) != plan.base_hash:
+                drift = set_diff(plan.base, current)
+                err.write(f"{prefix}: refused: the quota set changed since {path} was made "
+                          f"({len(drift)} difference{'' if len(drift) == 1 else 's'}, "
+                          f"before → now); nothing was applied:\n")
+                for entity, change in drift[:50]:
+                    err.write(f"  {entity_text(entity, args.output)}: "
+                              f"{format_key_change(change.key, change.before, change.after)}\n")
+                if len(drift) > 50:
+                    err.write(f"  … and {len(drift) - 50} more\n")
+                err.write(f"Make a new plan ({PROG} plan FILE {_where_flags(args)} --out "
+                          f"{path}), check it, and apply that.\n")
+                return 1
+            if not plan.changes:
+                err.write(f"Nothing to apply: {path} has no changes.\n")
+                return 0
+            done = apply_changes(backend, plan.alterations, plan.base, actor=actor,
+                                 cluster=cluster_fields(backend.info()), audit=audit,
+                                 action="apply", extra={"via": "cli apply", "plan": str(path)})
+    except ConcurrentChange as exc:
+        err.write(f"{prefix}: refused: {exc}\n")
+        return 1
+    except (OutcomeUnknown, ValidationError) as exc:
+        err.write(f"{prefix}: {exc}\n")
+        return 1
+    except QuotaError as exc:
+        err.write(f"{prefix}: {exc} Nothing was applied.\n"
+                  if getattr(exc, "context", {}).get("phase") != "alter"
+                  else f"{prefix}: {exc}\n")
+        return 1
+    return _report_apply(done, plan, args, audit, actor, out, err)
+
+
+def _report_apply(done, plan, args, audit: AuditLog, actor: str, out: TextIO,
+                  err: TextIO) -> int:
+    fmt = args.output
+    refused = {r.entity: r for r in done.refused}
+    if fmt == "json":
+        out.write(json.dumps({
+            "ok": done.ok, "audit_log": str(audit.path), "actor": actor,
+            "applied": [{"entity": a.alteration.entity.as_dict(), "settled": a.settled,
+                         "audit_id": a.record.id} for a in done.applied],
+            "refused": [{"entity": r.entity.as_dict(), "error": r.error,
+                         "error_code": r.error_code} for r in done.refused],
+            "audit_error": None if done.audit_error is None else str(done.audit_error),
+        }, ensure_ascii=False, indent=2) + "\n")
+    else:
+        for c in plan.changes:
+            name = entity_text(c.entity, fmt)
+            if c.entity in refused:
+                out.write(f"refused {name}: {refused[c.entity].error} (not applied)\n")
+                continue
+            keys = "; ".join(format_key_change(k.key, k.before, k.after, fmt) for k in c.keys)
+            out.write(f"applied {name}: {keys}\n")
+    unsettled = [a for a in done.applied if not a.settled]
+    if unsettled:
+        err.write(f"note: {len(unsettled)} change(s) did not show yet when read back (brokers "
+                  f"update their view shortly after an alter); describe them in a moment.\n")
+    n, total = len(done.applied), len(plan.changes)
+    if done.refused:
+        err.write(f"{PROG} apply: applied {n} of {total} entity changes; {len(done.refused)} "
+                  f"refused and not applied: "
+                  f"{', '.join(entity_text(e, fmt) for e in refused)}. Fix them and make a new "
+                  f"plan for what remains.\n")
+    else:
+        err.write(f"Applied {n} of {total} entity changes.\n")
+    if done.audit_error is not None:
+        err.write(f"{PROG} apply: the changes above were applied, but the audit log could not "
+                  f"be written: {done.audit_error}\n")
+    elif n:
+        err.write(f"Recorded in the audit log {audit.path} as {actor}.\n")
+    return 0 if done.ok else 1

@@ -1,0 +1,94 @@
+"""The History page's plumbing: where the analysed tables are, reading them (cached by file
+time), and running the Spark job as a separate process whose progress the page follows.
+
+Spark never runs inside the dashboard's process: the job is ``python -m pipeline.analyze``,
+started detached, writing its progress lines to ``<analysis>.log``; a ``<analysis>.pid``
+file says it is running. Its output directory appears only when the job finished (the job
+writes to a hidden sibling and renames it), so a half-written analysis is never shown.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from .settings import REPO_ROOT, analysis_dir, history_dir
+
+__all__ = ["Places", "places", "tables", "windows", "start_job", "job_running", "job_log"]
+TABLES = ("windows", "by_client", "by_entry", "sizing")
+
+
+@dataclass(frozen=True)
+class Places:
+    history: Path
+    analysis: Path
+
+    @property
+    def log(self) -> Path:
+        return self.analysis.with_name(self.analysis.name + ".log")
+
+    @property
+    def pid(self) -> Path:
+        return self.analysis.with_name(self.analysis.name + ".pid")
+
+    @property
+    def ready(self) -> bool:
+        return all((self.analysis / t).exists() for t in TABLES)
+
+    @property
+    def version(self) -> float:
+        """Changes whenever a new analysis lands (the folder is replaced whole)."""
+        return (self.analysis / "windows").stat().st_mtime if self.ready else 0.0
+
+
+def places(secrets: dict) -> Places | None:
+    env = dict(os.environ)
+    history, analysis = history_dir(env, secrets), analysis_dir(env, secrets)
+    return Places(history, analysis) if history and analysis else None
+
+
+@st.cache_data(show_spinner="Reading the analysis…", max_entries=4)
+def tables(analysis: str, version: float) -> dict:
+    import pandas as pd
+
+    return {t: pd.read_parquet(Path(analysis) / t) for t in TABLES if t != "windows"}
+
+
+@st.cache_data(show_spinner="Reading the samples…", max_entries=2)
+def windows(analysis: str, version: float):
+    import pandas as pd
+
+    return pd.read_parquet(Path(analysis) / "windows")
+
+
+def job_running(p: Places) -> bool:
+    try:
+        pid = int(p.pid.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def job_log(p: Places, lines: int = 12) -> list[str]:
+    try:
+        return p.log.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def start_job(p: Places) -> None:
+    """Start ``pipeline.analyze`` over the history, replacing the last analysis when done."""
+    p.analysis.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    with open(p.log, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.analyze", "--usage", str(p.history), "--out",
+             str(p.analysis), "--overwrite"], cwd=REPO_ROOT, env=env, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True)
+    p.pid.write_text(str(proc.pid))
