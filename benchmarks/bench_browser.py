@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -149,6 +150,7 @@ def main() -> int:
     finally:
         for proc in servers:
             stop(proc)
+        shutil.rmtree(tmp, ignore_errors=True)
     med = statistics.median
     print(f"browser figures, {args.entries:,} entries, median of {args.runs} (Chromium, same run)")
     print(f"  bare Streamlit page load (floor):      {med(floor):7.0f} ms")

@@ -36,15 +36,15 @@ if not (where.history / "usage").exists():
 @st.fragment(run_every=2)
 def progress() -> None:
     if job_running(where):
+        st.session_state["hi_started"] = True
         with st.status("Analysing the history with Spark…", expanded=True):
             st.code("\n".join(job_log(where)) or "starting…", language=None)
     elif not where.ready:
         lines = job_log(where)
         if lines and any("error" in line for line in lines):
             st.error("The last analysis failed:\n\n" + "\n".join(lines[-3:]))
-    elif st.session_state.get("hi_started"):
-        st.session_state.pop("hi_started")
-        st.rerun()  # a new analysis landed: read it
+    elif st.session_state.pop("hi_started", False):
+        st.rerun()  # a new analysis landed while this page watched: read it
 
 
 running = job_running(where)
@@ -62,8 +62,11 @@ if c2.button("Analyse again" if where.ready else "Run the analysis", key="hi_run
     st.rerun()
 progress()
 if not where.ready:
-    st.info("The history has not been analysed yet: run the analysis (Spark, local) — it "
-            "takes about a minute for a day of samples.", icon=":material/info:")
+    if running:
+        st.caption("The tables appear here when the analysis finishes.")
+    else:
+        st.info("The history has not been analysed yet: run the analysis (Spark, local); it "
+                "takes about a minute for a day of samples.", icon=":material/info:")
     st.stop()
 
 t = tables(str(where.analysis), where.version)
@@ -84,7 +87,7 @@ if not top.empty:
                            marker_color="#d93025",
                            hovertemplate="%{y}: %{x:.2f} h over quota<extra></extra>"))
     fig.update_layout(title="Most throttled clients", height=420, yaxis=dict(autorange="reversed",
-                      title="client · key"), xaxis_title="hours over quota (summed over brokers)",
+                      title="client · key"), xaxis_title="hours over quota (all brokers)",
                       margin=dict(l=10, r=10, t=50, b=10))
     g1.plotly_chart(fig, key="hi_top_clients")
 entries = by_entry[by_entry["throttled_s"] > 0].sort_values("throttled_s", ascending=False)
@@ -97,7 +100,7 @@ if not entries.empty:
                                          "<extra></extra>"))
     fig.update_layout(title="Entries that throttled the most", height=420,
                       yaxis=dict(autorange="reversed", title="entry · key"),
-                      xaxis_title="hours over quota (summed over brokers)",
+                      xaxis_title="hours over quota (all brokers)",
                       margin=dict(l=10, r=10, t=50, b=10))
     g2.plotly_chart(fig, key="hi_top_entries")
 

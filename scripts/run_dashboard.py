@@ -97,7 +97,7 @@ def demo_history(env: dict[str, str]) -> list[subprocess.Popen]:
     and its Spark analysis started in the background (niced) unless already done; the page
     follows its progress. Returns the analysis process to stop on exit, if one started."""
     from pipeline.demo_history import HistorySpec, generate, write_history
-    from ui.history import Places
+    from ui.settings import Places
 
     where = Places(REPO / ".cache" / "demo-history", REPO / ".cache" / "demo-history-analysis")
     env["QUOTA_HISTORY_DIR"], env["QUOTA_ANALYSIS_DIR"] = str(where.history), str(where.analysis)

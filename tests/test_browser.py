@@ -27,6 +27,9 @@ from quota_core.demo import demo_quotas
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
+# A loaded 2-core machine (a broker, Spark and Chromium at once) can take more than
+# Playwright's default 5 s to show a rerun: wait up to 20 s for what a person would see.
+expect.set_options(timeout=20_000)
 
 REPO = Path(__file__).resolve().parent.parent
 SHOTS = REPO / "artifacts" / "screenshots"

@@ -11,38 +11,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
 
-from .settings import REPO_ROOT, analysis_dir, history_dir
+from .settings import ANALYSIS_TABLES as TABLES
+from .settings import REPO_ROOT, Places, analysis_dir, history_dir
 
 __all__ = ["Places", "places", "tables", "windows", "start_job", "job_running", "job_log"]
-TABLES = ("windows", "by_client", "by_entry", "sizing")
-
-
-@dataclass(frozen=True)
-class Places:
-    history: Path
-    analysis: Path
-
-    @property
-    def log(self) -> Path:
-        return self.analysis.with_name(self.analysis.name + ".log")
-
-    @property
-    def pid(self) -> Path:
-        return self.analysis.with_name(self.analysis.name + ".pid")
-
-    @property
-    def ready(self) -> bool:
-        return all((self.analysis / t).exists() for t in TABLES)
-
-    @property
-    def version(self) -> float:
-        """Changes whenever a new analysis lands (the folder is replaced whole)."""
-        return (self.analysis / "windows").stat().st_mtime if self.ready else 0.0
 
 
 def places(secrets: dict) -> Places | None:

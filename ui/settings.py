@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 __all__ = ["ConnectionSpec", "AccessPolicy", "connections", "access_policy", "audit_path",
-           "cache_ttl", "kafka_timeout", "metrics_endpoints", "history_dir", "analysis_dir", "redact",
+           "cache_ttl", "kafka_timeout", "metrics_endpoints", "history_dir", "analysis_dir", "Places", "redact",
            "REPO_ROOT"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -229,3 +229,34 @@ def analysis_dir(env: Mapping[str, str], secrets: Mapping[str, Any]) -> Path | N
         return Path(str(raw))
     history = history_dir(env, secrets)
     return history / "analysis" if history else None
+
+
+#: The tables the History page reads from an analysis folder.
+ANALYSIS_TABLES = ("windows", "by_client", "by_entry", "sizing")
+
+
+@dataclass(frozen=True)
+class Places:
+    """A usage history folder and its analysis; the job's log and pid file sit beside it."""
+
+    history: Path
+    analysis: Path
+
+    @property
+    def log(self) -> Path:
+        return self.analysis.with_name(self.analysis.name + ".log")
+
+    @property
+    def pid(self) -> Path:
+        return self.analysis.with_name(self.analysis.name + ".pid")
+
+    @property
+    def ready(self) -> bool:
+        return all((self.analysis / t).exists() for t in ANALYSIS_TABLES)
+
+    @property
+    def version(self) -> float:
+        """Changes whenever a new analysis lands (the folder is replaced whole)."""
+        return (self.analysis / "windows").stat().st_mtime if self.ready else 0.0
+
+
