@@ -157,6 +157,9 @@ if dead:
                             "decides them first). Select the row to see which and why, or "
                             "tick 'only entries that never apply'.")
     order.append("⚠")
+# Only the shown columns (and the reasons behind ⚠) go to the browser and through the
+# styler, which formats every cell it is given.
+table = table[order + (["never applies"] if dead else [])]
 # Small results: styled (the default in grey italics) and selectable. Big ones: streamed to
 # the browser lazily, a screenful at a time.
 small = len(table) <= EAGER_LIMIT

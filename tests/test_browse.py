@@ -253,3 +253,19 @@ def test_big_set_filters_fast():
     level_counts(got)
     assert time.perf_counter() - started < 1.0
     assert set(got["_client-id"]) == {"c5"}
+
+
+@pytest.mark.parametrize("search", ["", "alice", "no-such-name"])
+def test_charts_match_validated_plotly_figures(frame, search):
+    # ui.charts builds its figures from specs in plotly's own form, with numpy statistics:
+    # they must be exactly what plotly's validated figures hold.
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    from ui.charts import _byte_rate_box_spec, _level_bar_spec, byte_rate_box, level_bar
+
+    shown = filter_frame(frame, BrowseFilter(search=search))
+    for spec, fast in ((_level_bar_spec(level_counts(shown)), level_bar(level_counts(shown))),
+                       (_byte_rate_box_spec(shown), byte_rate_box(shown))):
+        validated = json.loads(pio.to_json(go.Figure(spec), validate=False))
+        assert json.loads(pio.to_json(fast, validate=False)) == validated

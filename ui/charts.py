@@ -19,20 +19,33 @@ _LEVEL_AXIS = dict(type="category", categoryorder="array", categoryarray=list(LE
                    title="ladder level (1 = {user=U, client-id=C} … 8 = {client-id=<default>})")
 
 
-def level_bar(counts: dict[str, int]) -> go.Figure:
-    """Entries per ladder level, coloured by who shares a quota set at that level."""
-    fig = go.Figure()
+def _figure(spec: dict) -> go.Figure:
+    """A Figure from a spec in plotly's own form (what ``Figure(...).to_dict()`` gives). The
+    per-level statistics behind it are computed with numpy (cheaper than pandas'
+    ``describe`` on every rerun); plotly's public constructor validates the result."""
+    return go.Figure(spec)
+
+
+def _level_bar_spec(counts: dict[str, int]) -> dict:
+    data = []
     for bucket, colour in _BUCKET_COLOURS.items():
         levels = [lv for lv in LEVELS if _BUCKET_OF[lv] == bucket]
-        fig.add_bar(x=levels, y=[counts.get(lv, 0) for lv in levels],
-                    name=f"one quota per {bucket}", marker_color=colour,
-                    text=[f"{counts.get(lv, 0):,}" for lv in levels], textposition="outside",
-                    cliponaxis=False, customdata=[_PATTERNS[lv] for lv in levels],
-                    hovertemplate="level %{x} %{customdata}: %{y:,} entries<extra></extra>")
-    fig.update_layout(title="Entries per ladder level", height=340, barmode="overlay",
-                      margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25),
-                      xaxis=_LEVEL_AXIS, yaxis_title="entries")
-    return fig
+        data.append(dict(
+            type="bar", x=levels, y=[counts.get(lv, 0) for lv in levels],
+            name=f"one quota per {bucket}", marker=dict(color=colour),
+            text=[f"{counts.get(lv, 0):,}" for lv in levels], textposition="outside",
+            cliponaxis=False, customdata=[_PATTERNS[lv] for lv in levels],
+            hovertemplate="level %{x} %{customdata}: %{y:,} entries<extra></extra>"))
+    layout = dict(title=dict(text="Entries per ladder level"), height=340, barmode="overlay",
+                  margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25),
+                  xaxis=dict(_LEVEL_AXIS, title=dict(text=_LEVEL_AXIS["title"])),
+                  yaxis=dict(title=dict(text="entries")), template=_template())
+    return dict(data=data, layout=layout)
+
+
+def level_bar(counts: dict[str, int]) -> go.Figure:
+    """Entries per ladder level, coloured by who shares a quota set at that level."""
+    return _figure(_level_bar_spec(counts))
 
 
 def _ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
@@ -40,30 +53,64 @@ def _ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
     return vals, [f"{format_bytes(v)}/s" for v in vals]
 
 
-def byte_rate_box(frame) -> go.Figure:
-    """Byte-rate quotas per ladder level: min, quartiles and max, precomputed per level."""
-    fig = go.Figure()
+def _level_stats(frame, key: str) -> list[tuple[str, int, np.ndarray]]:
+    """Per ladder level present (in ladder order): the level, how many entries set ``key``,
+    and their min, quartiles and max (linear interpolation, as pandas' describe)."""
+    codes = frame["level"].cat.codes.to_numpy()
+    values = frame[key].to_numpy(dtype=float, na_value=np.nan)
+    keep = ~np.isnan(values)
+    codes, values = codes[keep], values[keep]
+    if not len(values):
+        return []
+    order = np.lexsort((values, codes))
+    codes, values = codes[order], values[order]
+    categories = list(frame["level"].cat.categories)
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    ends = np.r_[starts[1:], len(codes)]
+    found = {categories[codes[a]]: values[a:b] for a, b in zip(starts, ends)}
+    return [(lv, len(found[lv]), np.quantile(found[lv], [0.0, 0.25, 0.5, 0.75, 1.0]))
+            for lv in LEVELS if lv in found]
+
+
+def _byte_rate_box_spec(frame) -> dict:
+    data = []
     lo, hi = np.inf, 0.0
     for key, colour in (("producer_byte_rate", "#1a73e8"), ("consumer_byte_rate", "#e37400")):
-        col = frame[["level", key]].dropna()
-        if col.empty:
+        stats = _level_stats(frame, key)
+        if not stats:
             continue
-        stats = col.groupby("level", observed=True)[key].describe()
-        stats = stats.reindex([lv for lv in LEVELS if lv in stats.index])
-        x = list(stats.index)
-        fig.add_trace(go.Box(
-            name=key, x=x, q1=stats["25%"], median=stats["50%"], q3=stats["75%"],
-            lowerfence=stats["min"], upperfence=stats["max"], marker_color=colour,
-            hovertext=[f"{key}<br>level {lv} {_PATTERNS[lv]}: {int(n):,} entries"
-                       for lv, n in zip(stats.index, stats["count"])]))
-        lo, hi = min(lo, float(stats["min"].min())), max(hi, float(stats["max"].max()))
+        q = np.array([s[2] for s in stats])
+        data.append(dict(
+            type="box", name=key, x=[s[0] for s in stats], q1=q[:, 1], median=q[:, 2],
+            q3=q[:, 3], lowerfence=q[:, 0], upperfence=q[:, 4], marker=dict(color=colour),
+            hovertext=[f"{key}<br>level {lv} {_PATTERNS[lv]}: {n:,} entries"
+                       for lv, n, _ in stats]))
+        lo, hi = min(lo, float(q[:, 0].min())), max(hi, float(q[:, 4].max()))
     tickvals, ticktext = _ticks(lo, hi) if hi > 0 else ([], [])
-    fig.update_layout(title="Byte-rate quotas by ladder level (min · quartiles · max)",
-                      boxmode="group", height=360, margin=dict(l=10, r=10, t=50, b=10),
-                      legend=dict(orientation="h", y=-0.25), xaxis=_LEVEL_AXIS,
-                      yaxis=dict(type="log", tickvals=tickvals, ticktext=ticktext,
-                                 title="quota per broker"))
-    return fig
+    layout = dict(title=dict(text="Byte-rate quotas by ladder level (min · quartiles · max)"),
+                  boxmode="group", height=360, margin=dict(l=10, r=10, t=50, b=10),
+                  legend=dict(orientation="h", y=-0.25),
+                  xaxis=dict(_LEVEL_AXIS, title=dict(text=_LEVEL_AXIS["title"])),
+                  yaxis=dict(type="log", tickvals=tickvals, ticktext=ticktext,
+                             title=dict(text="quota per broker")),
+                  template=_template())
+    return dict(data=data, layout=layout)
+
+
+def byte_rate_box(frame) -> go.Figure:
+    """Byte-rate quotas per ladder level: min, quartiles and max, precomputed per level."""
+    return _figure(_byte_rate_box_spec(frame))
+
+
+_TEMPLATE: dict | None = None
+
+
+def _template() -> dict:
+    """The default template as a validated Figure carries it (built once)."""
+    global _TEMPLATE
+    if _TEMPLATE is None:
+        _TEMPLATE = go.Figure().to_dict()["layout"].get("template", {})
+    return _TEMPLATE
 
 
 def _bucket_label(row) -> str:
