@@ -661,7 +661,11 @@ def main() -> int:
             print("      phases: " + ", ".join(f"{k} {v:.1f} s"
                                                for k, v in r["pandas"]["phases"].items()))
             print(f"    Spark vs pandas: Spark {speed:.2f}x faster{target}")
-    print(f"agreement Spark vs pandas: {'all agree' if all_agree else 'DIFFERENCES (above)'}")
+    checked = [n for n in sizes if "pandas" in results[n]]
+    print("agreement Spark vs pandas: " + (
+        "not checked (no pandas run)" if not checked else
+        f"all agree ({', '.join(f'{n:,}' for n in checked)} samples)" if all_agree else
+        "DIFFERENCES (above)"))
     print(f"wall time {time.perf_counter() - _t0:.0f} s")
     return 0 if all_agree else 1
 
