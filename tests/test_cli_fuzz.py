@@ -346,6 +346,6 @@ def test_ctrl_c_while_waiting_for_a_cluster(tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # far below the 60 s timeout
     assert (proc.returncode, out) == (130, b"")
     assert err == b"kafka-client-quotas: interrupted (Ctrl-C).\n"

@@ -106,8 +106,8 @@ def test_not_authorised_user_is_told_what_is_missing(kafka_sasl_broker, tmp_path
 def test_broker_down_is_one_clear_line():
     port = free_port()  # nothing listens there: refused, so it fails fast, not after --timeout
     started = time.monotonic()
-    done = cli("--bootstrap-server", f"127.0.0.1:{port}", "--timeout", "10", "--describe")
-    assert time.monotonic() - started < 8
+    done = cli("--bootstrap-server", f"127.0.0.1:{port}", "--timeout", "60", "--describe")
+    assert time.monotonic() - started < 20
     assert done.returncode == 1
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert f"127.0.0.1:{port}" in done.stderr and "Traceback" not in done.stderr

