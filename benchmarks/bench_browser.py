@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -30,6 +29,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from localkafka import stop_process_group  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 
 BARE = '''import streamlit as st
@@ -60,17 +62,8 @@ def serve(script: Path, env: dict, cwd: Path) -> tuple[subprocess.Popen, str]:
                     return proc, url
         except OSError:
             time.sleep(0.2)
-    stop(proc)
+    stop_process_group(proc)
     raise SystemExit(f"streamlit did not start for {script}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def settled(page) -> None:
@@ -149,7 +142,7 @@ def main() -> int:
             browser.close()
     finally:
         for proc in servers:
-            stop(proc)
+            stop_process_group(proc)
         shutil.rmtree(tmp, ignore_errors=True)
     med = statistics.median
     print(f"browser figures, {args.entries:,} entries, median of {args.runs} (Chromium, same run)")

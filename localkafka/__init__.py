@@ -10,9 +10,10 @@ from .broker import ADMIN, DEFAULT_USERS, LocalBroker, free_port
 from .daemon import ensure_running, running_broker, stop_running
 from .errors import LocalBrokerError
 from .jars import KAFKA_VERSION, config_command_argv, ensure_jars, ensure_metrics_agent, tool_argv
+from .processes import stop_process_group
 
 __all__ = [
     "ADMIN", "DEFAULT_USERS", "KAFKA_VERSION", "LocalBroker", "LocalBrokerError",
     "config_command_argv", "ensure_jars", "ensure_metrics_agent", "ensure_running", "free_port",
-    "running_broker", "stop_running", "tool_argv",
+    "running_broker", "stop_process_group", "stop_running", "tool_argv",
 ]

@@ -24,8 +24,7 @@ from ui.render import KEY_ORDER, editable_text, exact_text
 from ui.history import places as history_places
 from ui.history import windows as history_windows
 from ui.live import feed
-from ui.identity import LOCAL, LOCAL_MODE_DETAIL, LOCAL_MODE_NOTICE, SIGNIN
-from ui.session import context, registry, secrets_dict
+from ui.session import context, editing_gate, registry, secrets_dict
 
 CLIENT, IPKIND = "user / client-id", "ip"
 PART_MODES = {"name": "a name", "default": "the default", "none": "not part of the entity"}
@@ -33,22 +32,7 @@ IP_MODES = {"name": "an address", "default": "the default"}
 
 ctx = context()
 st.title("Edit quotas")
-if not ctx.policy.editing_enabled:
-    st.info("This console is read-only.")
-    st.stop()
-if not ctx.connected:
-    st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
-    st.stop()
-# -- who is editing: ui.identity decides (sign-in, a trusted proxy header, or local mode) -------
-if ctx.identity.mode == LOCAL:
-    st.warning(f"**{LOCAL_MODE_NOTICE}** {LOCAL_MODE_DETAIL}", icon=":material/warning:")
-allowed, why_not = ctx.may_edit()
-if not allowed:
-    st.warning(why_not, icon=":material/lock:")
-    if ctx.identity.mode == SIGNIN and ctx.identity.name is None and not ctx.identity.problem:
-        st.button("Sign in to edit", key="sign_in_edit", on_click=st.login, type="primary",
-                  icon=":material/login:")
-    st.stop()
+editing_gate(ctx, sign_in_key="sign_in_edit")  # who may edit: ui.identity
 st.caption(f"Changes go to **{ctx.spec.label}** (`{ctx.spec.location}`) and are recorded in "
            f"the audit log as **{ctx.operator}** ({ctx.identity.via}).")
 backend = ctx.backend

@@ -15,20 +15,11 @@ from quota_core.serialization import format_of, read_quota_file
 from quota_core.units import format_quota, format_rate
 from quota_core.workflow import apply_changes
 from ui.live import feed
-from ui.session import context, registry, secrets_dict
+from ui.session import context, editing_gate, registry, secrets_dict
 
 ctx = context()
 st.title("Plan from a file")
-if not ctx.policy.editing_enabled:
-    st.info("This console is read-only.")
-    st.stop()
-if not ctx.connected:
-    st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
-    st.stop()
-allowed, why_not = ctx.may_edit()
-if not allowed:
-    st.warning(why_not, icon=":material/lock:")
-    st.stop()
+editing_gate(ctx, sign_in_key="sign_in_plan")
 st.caption(f"Compare a desired quota set (an `--export` file, edited) with **{ctx.spec.label}** "
            f"(`{ctx.spec.location}`); apply it as **{ctx.operator}**, recorded in the audit "
            f"log.")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from localkafka import stop_process_group
 from quota_core import diff_alteration
 from quota_core.audit import AuditLog
 from quota_core.backend import checked_alter
@@ -64,16 +64,6 @@ def _make_exactly(backend, target: dict) -> None:
         time.sleep(0.2)
 
 
-
-def _stop_group(proc: subprocess.Popen) -> None:
-    """Stop the app's whole process group: TERM, then KILL if it lingers."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
 
 @pytest.fixture
 def backend_env(request, tmp_path):
@@ -145,7 +135,7 @@ def app_url(backend_env, tmp_path):
             time.sleep(0.3)
         yield url
     finally:
-        _stop_group(proc)
+        stop_process_group(proc)
         log.close()
 
 
@@ -313,7 +303,7 @@ def test_unreachable_cluster_banner(page, tmp_path):
         settle(page)
         expect(page.get_by_text("No changes have been applied from this console yet.")).to_be_visible()
     finally:
-        _stop_group(proc)
+        stop_process_group(proc)
 
 
 def test_deep_link_as_the_first_request_to_a_fresh_server(page, app_url):

@@ -13,8 +13,8 @@ from quota_core import Entity
 from quota_core.audit import AuditLog
 from quota_core.demo import demo_quotas
 from quota_core.sandbox import SandboxBackend
-from ui.identity import (LOCAL, NONE, PROXY, SIGNIN, Identity, access_mode, identify,
-                         is_loopback, may_edit, setup_banner)
+from ui.identity import (LOCAL, LOCAL_MODE_NOTICE, NONE, PROXY, SIGNIN, Identity, access_mode,
+                         identify, is_loopback, may_edit, setup_banner)
 from ui.settings import AccessPolicy, access_policy
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
@@ -251,14 +251,22 @@ def texts(elements) -> list[str]:
 SIGNIN_SECRETS = {"auth": AUTH, "access": {"editors": ["alice@example.test"]}}
 
 
-def test_signin_sidebar_and_edit_page_when_signed_out(sandbox):
-    at = run_app("pages/edit.py", secrets=SIGNIN_SECRETS, user={"is_logged_in": False},
+@pytest.mark.parametrize("page, form_key", [("edit", "ed_user"), ("plan", "pl_text")])
+def test_signin_sidebar_and_writing_pages_when_signed_out(sandbox, page, form_key):
+    at = run_app(f"pages/{page}.py", secrets=SIGNIN_SECRETS, user={"is_logged_in": False},
                  operator="alice@example.test")  # a typed name counts for nothing here
     assert [b.label for b in at.sidebar.button if b.key == "sign_in"] == ["Sign in to edit"]
     assert not [w for w in at.text_input if w.key == "operator_name"]
     assert "Sign in to edit" in texts(at.warning)[0]
-    assert at.button(key="sign_in_edit").label == "Sign in to edit"
-    assert not [w for w in at.text_input if w.key == "ed_user"]
+    assert at.button(key=f"sign_in_{page}").label == "Sign in to edit"
+    assert not [w for w in [*at.text_input, *at.text_area] if w.key == form_key]
+
+
+def test_local_mode_is_announced_on_both_writing_pages(sandbox, monkeypatch):
+    monkeypatch.setenv("QUOTA_LOCAL_MODE", "1")
+    for page in ("edit", "plan"):
+        at = run_app(f"pages/{page}.py", operator="jdoe")
+        assert any(LOCAL_MODE_NOTICE in w for w in texts(at.warning)), (page, texts(at.warning))
 
 
 def test_signed_in_editor_applies_and_the_audit_log_records_the_verified_email(sandbox, tmp_path):

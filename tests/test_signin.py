@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from localkafka import stop_process_group
 from quota_core import Entity
 from quota_core.audit import AuditLog
 from quota_core.demo import demo_quotas
@@ -66,19 +66,9 @@ def _start(cmd: list[str], log: Path, url: str, env: dict | None = None) -> subp
         except OSError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            _stop(proc)
+            stop_process_group(proc)
             pytest.fail(f"{cmd[2]} did not start:\n{log.read_text()[-3000:]}")
         time.sleep(0.2)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
 
 
 @pytest.fixture
@@ -94,7 +84,7 @@ def provider(tmp_path):
     try:
         yield url
     finally:
-        _stop(proc)
+        stop_process_group(proc)
 
 
 @pytest.fixture
@@ -130,7 +120,7 @@ identity_claim = "email"
     try:
         yield url, sandbox, tmp_path / "audit.jsonl"
     finally:
-        _stop(proc)
+        stop_process_group(proc)
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from .settings import (AccessPolicy, ConnectionSpec, access_policy, audit_path, 
 
 __all__ = ["Snapshot", "PageContext", "Registry", "LockedBackend", "registry", "sidebar",
            "start_run", "context",
-           "secrets_dict", "connection_banner"]
+           "secrets_dict", "connection_banner", "editing_gate"]
 
 
 def _keep_out_of_gc(collect: bool = False) -> None:
@@ -422,3 +422,23 @@ def connection_banner(ctx: PageContext) -> None:
                                               icon=":material/refresh:"):
             registry().drop(ctx.spec)
             st.rerun()
+
+
+def editing_gate(ctx: PageContext, sign_in_key: str) -> None:
+    """The top of every page that writes (Edit, Plan): stop the page, saying why, unless the
+    console may write here and this person may edit (ui.identity decides who that is)."""
+    if not ctx.policy.editing_enabled:
+        st.info("This console is read-only.")
+        st.stop()
+    if not ctx.connected:
+        st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
+        st.stop()
+    if ctx.identity.mode == LOCAL:
+        st.warning(f"**{LOCAL_MODE_NOTICE}** {LOCAL_MODE_DETAIL}", icon=":material/warning:")
+    allowed, why_not = ctx.may_edit()
+    if not allowed:
+        st.warning(why_not, icon=":material/lock:")
+        if ctx.identity.mode == SIGNIN and ctx.identity.name is None and not ctx.identity.problem:
+            st.button("Sign in to edit", key=sign_in_key, on_click=st.login, type="primary",
+                      icon=":material/login:")
+        st.stop()
