@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import os
 import re
 import socket
 from decimal import Decimal
 from typing import Callable, Iterable, Sequence, TextIO
 
-from .alterations import Alteration, Op
+from .alterations import Alteration, Op, apply_ops
+from .audit import AuditLog, cluster_fields, default_audit_path, new_record, os_user
 from .backend import QuotaBackend
 from .connect import open_backend
 from .entities import CLIENT_ID, IP, USER, Entity
@@ -512,9 +514,27 @@ def _alter(backend: Callable[[], QuotaBackend], opts: Options, types: list[str],
         ops.append(Op.set(key, value))
     ops += [Op.remove(k) for k in deletes]
     entity = Entity.from_pairs((_QUOTA_TYPES[t], n or None) for t, n in zip(types, names))
-    outcome = store.alter([Alteration(entity, tuple(ops))])
+    alteration = Alteration(entity, tuple(ops))
+    # Every writer appends to the one audit log (issue 11), this mode too: kafka-configs.sh
+    # has no --actor, so the OS user; the log must be writable before anything is sent.
+    audit = AuditLog(default_audit_path(os.environ))
+    audit.ensure_writable()
+    outcome = store.alter([alteration])
     for result in outcome.failed:
         raise _ours(f"the broker refused the change of {_entity_text(entity)}: {result.error}")
+    from .workflow import read_back  # the alter path only: describe starts faster without it
+
+    expected = apply_ops(old, ops)
+    after, settled = read_back(store, alteration, expected)
+    try:
+        audit.append(new_record(
+            actor=os_user(), cluster=cluster_fields(store.info()), alteration=alteration,
+            before=old, after=after, action="alter" if expected else "delete",
+            note="" if settled else "read-back did not show the change yet",
+            extra={"via": "kafka-configs.sh command line"}))
+    except QuotaError as exc:
+        raise _ours(f"the change of {_entity_text(entity)} was applied, but the audit log "
+                    f"could not be written: {exc}") from None
 
 
 # -- the command -----------------------------------------------------------------------------

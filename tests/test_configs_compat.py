@@ -254,6 +254,38 @@ def test_alter_then_describe(sb):
     assert "alice" not in run(*sb, "--describe", "--entity-type", "users")[1]
 
 
+def test_alters_are_audited_like_every_writer(sb, tmp_path, monkeypatch):
+    from quota_core.audit import AuditLog, os_user
+
+    log = tmp_path / "audit.jsonl"
+    monkeypatch.setenv("QUOTA_AUDIT_LOG", str(log))
+    assert run(*sb, "--alter", "--user", "a=b,c", "--client", "app", "--add-config",
+               "producer_byte_rate=1024")[0] == 0
+    assert run(*sb, "--alter", "--user", "a=b,c", "--client", "app", "--delete-config",
+               "producer_byte_rate")[0] == 0
+    first, second = AuditLog(log).read()
+    assert first.entity == {"user": "a=b,c", "client-id": "app"}
+    assert (first.action, first.before, first.after) == ("alter", {},
+                                                         {"producer_byte_rate": 1024})
+    assert (second.action, second.before, second.after) == ("delete",
+                                                            {"producer_byte_rate": 1024}, {})
+    assert first.actor == second.actor == os_user()
+    assert first.extra == {"via": "kafka-configs.sh command line"}
+    assert first.cluster["kind"] == "sandbox"
+
+
+def test_an_unwritable_audit_log_stops_the_alter_before_anything_is_sent(sb, tmp_path,
+                                                                         monkeypatch):
+    (tmp_path / "not-a-dir").write_text("")
+    monkeypatch.setenv("QUOTA_AUDIT_LOG", str(tmp_path / "not-a-dir" / "audit.jsonl"))
+    code, out, err = run(*sb, "--alter", "--user", "alice", "--add-config",
+                         "producer_byte_rate=1024")
+    assert code == 1 and out == ""
+    assert "audit" in err and "Traceback" not in err
+    monkeypatch.delenv("QUOTA_AUDIT_LOG")
+    assert "alice" not in run(*sb, "--describe", "--entity-type", "users")[1]
+
+
 @pytest.mark.parametrize("args, code, out, err", [
     (["--alter", "--user", "bob", "--delete-config", "producer_byte_rate,request_percentage"],
      1, "", "Invalid config(s): producer_byte_rate,request_percentage\n"),
