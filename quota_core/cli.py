@@ -32,7 +32,7 @@ from .errors import AlterationError, OutcomeUnknown, ParseError, QuotaError, Val
 from .filters import EntityFilter, FilterComponent
 from .inputs import IMPORT_LIMIT, read_text_file
 from .resolution import resolve, resolve_ip
-from .serialization import dumps, import_plan, loads
+from .serialization import dumps, format_of, import_plan, loads
 from .spec import parse_add, parse_defaults, parse_delete, parse_names
 from .keys import QUOTA_KEYS
 from .validation import is_ip_literal, unknown_key_message, validate_alterations
@@ -351,10 +351,9 @@ def _interactive(stream: TextIO) -> bool:
 
 def run_import(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path = Path(args.import_file)
-    fmt = "yaml" if path.suffix.lower() in (".yaml", ".yml") else "json"
     text = read_text_file(path, "--import file", IMPORT_LIMIT,
                           fix="Give a JSON or YAML export.")  # never a FIFO or /dev/zero
-    desired = loads(text, fmt, source=str(path))
+    desired = loads(text, format_of(path.name, text), source=str(path))
     current = backend.describe()
     if args.replace and not desired and current:
         raise ParseError(f"{path} has no entries: with --replace that would delete all "

@@ -220,20 +220,10 @@ def _yaml_dump(doc: Any) -> str:
 
 
 def loads(text: str, fmt: str = "json", source: str = "the document") -> QuotaSet:
-    try:
-        if fmt == "json":
-            doc = json.loads(text, parse_float=_json_float)
-        elif fmt == "yaml":
-            import yaml
-
-            doc = yaml.safe_load(text)
-        else:
-            raise ParseError(f"Unknown import format {fmt!r}: use json or yaml.")
-    except (ValueError, ImportError) as exc:  # json.JSONDecodeError and yaml.YAMLError
-        raise ParseError(f"{source} is not valid {fmt}: {exc}") from exc
-    except Exception as exc:  # yaml.YAMLError does not derive from ValueError
-        raise ParseError(f"{source} is not valid {fmt}: {exc}") from exc
-    return from_document(doc, source)
+    """A quota set from a JSON or YAML export: :func:`read_quota_file`'s strict reading (a
+    duplicate entity or key, or an anchor hiding one, is refused with its line), which
+    ``--import``, ``plan``, ``analyze --quotas`` and the Plan page all share."""
+    return read_quota_file(text, fmt, source).quotas
 
 
 def import_plan(current: Mapping[Entity, Mapping[str, float]],

@@ -432,7 +432,7 @@ def test_unusable_sandbox_exits_1(tmp_path, make):
     (["--import", "{dir}/broken.json", "--sandbox", "{store}"], "is not valid json"),
     (["--import", "{dir}/broken.yaml", "--sandbox", "{store}"], "is not valid yaml"),
     (["--import", "{dir}/bad-entry.yaml", "--sandbox", "{store}"],
-     "bad-entry.yaml, entry 2: producer_byte_rate='fast' is not a number"),
+     "bad-entry.yaml, line 5 (entry 2): producer_byte_rate='fast' is not a number"),
 ])
 def test_usage_errors_exit_2(store, argv, message):
     folder = Path(store).parent
@@ -729,3 +729,25 @@ def test_plain_output_prints_raw_names_and_units(store):
                        "CN=a,OU=b", "--client-id", "x")
     assert out.splitlines()[0] == "consumer_byte_rate=2000000 (2 MB/s) {user=<default>}"
     assert 'producer_byte_rate=4000000 (4 MB/s) {user="CN=a,OU=b"}' in out
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("dup.yaml", "entries:\n- entity: {user: a}\n  quotas: {producer_byte_rate: 5}\n"
+                 "- entity: {user: a}\n  quotas: {producer_byte_rate: 6}\n",
+     "line 4 (entry 2): {user=a} appears twice (first at line 2)"),
+    ("dupkey.json", '{"entries": [{"entity": {"user": "a"},\n "quotas": {"producer_byte_rate": 5,'
+                    '\n "producer_byte_rate": 6}}]}',
+     "line 3: 'producer_byte_rate' appears twice in one object (first at line 2)"),
+    ("ip.json", '{"entries": [{"entity": {"ip": "10.1.1.1"}, "quotas": {"producer_byte_rate": 5}}]}',
+     "unknown quota key 'producer_byte_rate' for an ip entity"),
+])
+def test_import_reads_as_strictly_as_plan(store, tmp_path, name, text, message):
+    # One reader for files people edit: what `plan` refuses, --import refuses too, with the
+    # line, before anything is sent (a last-wins duplicate would silently drop a value).
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    before = state(store)
+    code, out, err = run("--sandbox", store, "--import", str(path))
+    assert code == 2 and out == ""
+    assert message in err, err
+    assert state(store) == before

@@ -37,12 +37,14 @@ def entities(draw):
     return E(**kwargs)
 
 
-QUOTA_SETS = st.dictionaries(
-    entities(),
-    st.dictionaries(st.sampled_from(["producer_byte_rate", "consumer_byte_rate",
-                                     "request_percentage", "controller_mutation_rate",
-                                     "connection_creation_rate"]), VALUES, min_size=1),
-    max_size=8)
+CLIENT_KEYS = st.dictionaries(st.sampled_from(["producer_byte_rate", "consumer_byte_rate",
+                                              "request_percentage",
+                                              "controller_mutation_rate"]), VALUES, min_size=1)
+IP_KEYS = st.dictionaries(st.just("connection_creation_rate"), VALUES, min_size=1)
+# Each entity with keys its type can have (the reader refuses others, as a broker does).
+QUOTA_SETS = st.lists(entities().flatmap(lambda e: st.tuples(
+    st.just(e), IP_KEYS if e.is_ip else CLIENT_KEYS)), max_size=8,
+    unique_by=lambda pair: pair[0]).map(dict)
 
 
 def same(a, b) -> bool:
@@ -168,30 +170,30 @@ def test_import_plan_reaches_the_target(current, desired, replace):
     ("[1, 2]", "json", "q.json is not a quota export: expected an object with an 'entries' list"),
     ("", "yaml", "q.json is not a quota export"),
     ('{"entries": {}}', "json", "q.json is not a quota export"),
-    ('{"entries": [42]}', "json", "q.json, entry 1: expected {'entity': {...}, 'quotas': {...}}."),
+    ('{"entries": [42]}', "json", "q.json, line 1 (entry 1): expected {'entity': {...}, 'quotas': {...}}."),
     ('{"entries": [{"entity": {"user": "a"}, "quotas": {"producer_byte_rate": 1}}, '
-     '{"entity": "b", "quotas": {}}]}', "json", "q.json, entry 2: expected {'entity'"),
-    ('{"entries": [{"entity": {"user": "a"}}]}', "json", "q.json, entry 1: expected {'entity'"),
+     '{"entity": "b", "quotas": {}}]}', "json", "q.json, line 1 (entry 2): expected {'entity'"),
+    ('{"entries": [{"entity": {"user": "a"}}]}', "json", "q.json, line 1 (entry 1): expected {'entity'"),
     ('{"entries": [{"entity": {"group": "a"}, "quotas": {}}]}', "json",
-     "q.json, entry 1: Unknown entity type 'group'"),
+     "q.json, line 1 (entry 1): Unknown entity type 'group'"),
     ('{"entries": [{"entity": {"user": ""}, "quotas": {}}]}', "json",
-     "q.json, entry 1: Empty user not supported"),
+     "q.json, line 1 (entry 1): Empty user not supported"),
     ('{"entries": [{"entity": {}, "quotas": {}}]}', "json",
-     "q.json, entry 1: An empty entity is not a quota entity"),
+     "q.json, line 1 (entry 1): An empty entity is not a quota entity"),
     ('{"entries": [{"entity": {"user": 5}, "quotas": {}}]}', "json",
-     "q.json, entry 1: The user name must be a string, not 5."),
+     "q.json, line 1 (entry 1): The user name must be a string, not 5."),
     ('{"entries": [{"entity": {"ip": "1.2.3.4", "user": "a"}, "quotas": {}}]}', "json",
-     "q.json, entry 1: An ip entity cannot be combined with user or client-id"),
+     "q.json, line 1 (entry 1): An ip entity cannot be combined with user or client-id"),
     ('{"entries": [{"entity": {"user": "a"}, "quotas": {}}, {"entity": {"user": "b"}, "quotas": {}},'
      ' {"entity": {"user": "a"}, "quotas": {}}]}', "json",
-     "q.json, entry 3: {user=a} appears twice"),
+     "q.json, line 1 (entry 3): {user=a} appears twice"),
     ('{"entries": [{"entity": {"user": "a"}, "quotas": {"producer_byte_rate": "1MB"}}]}', "json",
-     "q.json, entry 1: producer_byte_rate='1MB' is not a number."),
+     "q.json, line 1 (entry 1): producer_byte_rate='1MB' is not a number."),
     ('{"entries": [{"entity": {"user": "a"}, "quotas": {"producer_byte_rate": true}}]}', "json",
-     "q.json, entry 1: producer_byte_rate=True is not a number."),
+     "q.json, line 1 (entry 1): producer_byte_rate=True is not a number."),
     ("entries:\n- entity: {user: a}\n  quotas: {producer_byte_rate: 5}\n"
      "- entity: {user: b}\n  quotas: {consumer_byte_rate: null}\n", "yaml",
-     "q.json, entry 2: consumer_byte_rate=None is not a number."),
+     "q.json, line 5 (entry 2): consumer_byte_rate=None is not a number."),
     ("{}", "toml", "Unknown import format 'toml': use json or yaml."),
 ])
 def test_malformed_documents(text, fmt, message):
@@ -244,5 +246,6 @@ def test_yaml_exponent_without_a_dot_gets_a_hint():
     with pytest.raises(ParseError) as info:
         loads(text, "yaml")
     assert str(info.value) == (
-        "the document, entry 1: producer_byte_rate='1e6' is not a number. (YAML reads 1e6 as "
+        "the document, line 3 (entry 1): producer_byte_rate='1e6' is not a number. (YAML reads "
+        "1e6 as "
         "text, and quotes make any number text: write 1000000 or 1.0e+6.)")
