@@ -244,12 +244,12 @@ def _report(outcome, err: TextIO) -> int:
     """Each refused entity with the reason; when only some were refused, also what was
     applied, since each entity is all-or-nothing on its own."""
     for result in outcome.failed:
-        err.write(f"{PROG}: {result.entity}: {result.error}\n")
+        err.write(f"{PROG}: {result.entity.display()}: {result.error}\n")
     if outcome.failed and len(outcome.failed) < len(outcome.results):
         done = "would be applied" if outcome.validate_only else "applied"
         for result in outcome.results:
             if result.ok:
-                err.write(f"{PROG}: {result.entity}: {done}\n")
+                err.write(f"{PROG}: {result.entity.display()}: {done}\n")
     return 0 if outcome.ok else 1
 
 
@@ -303,7 +303,7 @@ def run_alter(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err:
         for alteration in alterations:
             unset = [k for k in removed if k not in loaded[alteration.entity]]
             if unset:
-                err.write(f"warning: {alteration.entity} has no {', '.join(unset)} to delete "
+                err.write(f"warning: {alteration.entity.display()} has no {', '.join(unset)} to delete "
                           f"(nothing to remove there).\n")
     audited = True
     if args.validate_only:

@@ -256,6 +256,6 @@ def ensure_unchanged(entity: Entity, expected: Mapping[str, float],
     if diff:
         lines = "; ".join(c.describe() for c in diff)
         raise ConcurrentChange(
-            f"{entity} changed since this form was loaded ({lines}). Nothing was applied: "
+            f"{entity.display()} changed since this form was loaded ({lines}). Nothing was applied: "
             f"reload the entity, check the new values, and make your change again.",
             entity=entity, changes=diff, expected=dict(expected), current=dict(current))

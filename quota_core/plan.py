@@ -279,7 +279,7 @@ def read_plan(doc: Any, source: str = "the plan") -> Plan:
             after = apply_ops(before, ops)
             change = _entity_change(entity, before, after)
             if change is None or change.alteration.ops != ops:
-                raise ParseError(f"{source}, change {i}: its ops for {entity} do not follow "
+                raise ParseError(f"{source}, change {i}: its ops for {entity.display()} do not follow "
                                  f"from the base set. {remake}")
             changes.append(change)
         unmanaged = from_document({"entries": doc.get("unmanaged", [])}, f"{source}, unmanaged")

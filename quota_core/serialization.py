@@ -136,13 +136,13 @@ def _entries(doc: Any, source: str, strict: bool) -> QuotaFile:
             raise ParseError(f"{where(at(entry, 'entity'))}: {exc}") from exc
         if entity in out:
             first = f" (first at line {entity_lines[entity]})" if strict else ""
-            raise ParseError(f"{where()}: {entity} appears twice{first}; merge its quotas "
+            raise ParseError(f"{where()}: {entity.display()} appears twice{first}; merge its quotas "
                              f"into one entry.")
         quotas = {}
         for key, value in entry["quotas"].items():
             kline = at(entry["quotas"], key)
             if strict and (not isinstance(key, str) or key not in keys_for(entity.is_ip)):
-                raise ParseError(f"{where(kline)}: {entity}: "
+                raise ParseError(f"{where(kline)}: {entity.display()}: "
                                  f"{unknown_key_message(str(key), entity.is_ip)}")
             if isinstance(value, str) and value in NON_FINITE:
                 value = NON_FINITE[value]

@@ -113,7 +113,7 @@ def too_large_message(key: str, text: str) -> str:
 
 def _value_problem(entity: Entity, key: str, value: float) -> str | None:
     spec = QUOTA_KEYS[key]
-    where = f"{key} for {entity}"
+    where = f"{key} for {entity.display()}"
     if math.isnan(value):
         return f"{where}: NaN is not a quota. Give a number greater than 0."
     if math.isinf(value):
@@ -141,33 +141,33 @@ def alteration_problems(alteration: Alteration) -> list[Problem]:
         canonical = canonical_ip(name) if name is not None else None
         if name is not None and canonical is not None and canonical != name:
             problems.append(Problem(
-                f"{entity}: write the address {name!r} as {canonical!r}. A broker stores the text "
+                f"{entity.display()}: write the address {name!r} as {canonical!r}. A broker stores the text "
                 f"as given, so two spellings of one address would be two entries, and one would "
                 f"silently override the other.", entity=entity, field=IP))
         elif name is not None and not is_ip_literal(name):
             problems.append(Problem(
-                f"{entity}: {name!r} is not an IP address. Give an IPv4 or IPv6 address such as "
+                f"{entity.display()}: {name!r} is not an IP address. Give an IPv4 or IPv6 address such as "
                 f"192.0.2.10. (A broker accepts a host name it can resolve, but it resolves the "
                 f"name once, when the quota is set, so the quota silently stays on the old "
                 f"address if DNS changes; describe shows the name, not the address it limits.)",
                 entity=entity, field=IP))
     if not alteration.ops:
-        problems.append(Problem(f"{entity}: nothing to change. Give --add key=value or "
+        problems.append(Problem(f"{entity.display()}: nothing to change. Give --add key=value or "
                                 f"--delete key.", entity=entity))
     seen: dict[str, bool] = {}
     for op in alteration.ops:
         key = op.key
         if key in seen:
             if seen[key] != op.is_remove:
-                msg = (f"{key} for {entity} is both set and removed. Keep one: --add "
+                msg = (f"{key} for {entity.display()} is both set and removed. Keep one: --add "
                        f"{key}=VALUE or --delete {key}.")
             else:
-                msg = f"{key} for {entity} is given twice. Give each key once."
+                msg = f"{key} for {entity.display()} is given twice. Give each key once."
             problems.append(Problem(msg, entity=entity, key=key))
             continue
         seen[key] = op.is_remove
         if key not in QUOTA_KEYS or key not in allowed:
-            problems.append(Problem(f"{entity}: {unknown_key_message(key, entity.is_ip)}",
+            problems.append(Problem(f"{entity.display()}: {unknown_key_message(key, entity.is_ip)}",
                                     entity=entity, key=key))
             continue
         if op.value is not None:
@@ -188,7 +188,7 @@ def validate_alterations(alterations: Sequence[Alteration]) -> None:
     for alteration in alterations:
         if alteration.entity in seen:
             problems.append(Problem(
-                f"{alteration.entity} appears twice in one request. Merge its changes into "
+                f"{alteration.entity.display()} appears twice in one request. Merge its changes into "
                 f"one alteration.", entity=alteration.entity))
         seen.add(alteration.entity)
         problems.extend(alteration_problems(alteration))

@@ -142,7 +142,7 @@ def apply_change(backend: QuotaBackend, alteration: Alteration,
                          actor=actor, cluster=cluster, audit=audit, action=action)
     if done.refused:
         result = done.refused[0]
-        raise BackendError(f"The cluster refused the change to {alteration.entity}: "
+        raise BackendError(f"The cluster refused the change to {alteration.entity.display()}: "
                            f"{result.error}" + (f" ({result.error_code})"
                                                 if result.error_code else ""))
     if done.audit_error is not None:
@@ -203,7 +203,7 @@ def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
     if conflicts:
         raise ConcurrentChange(
             f"{len(conflicts)} entities changed since they were read; nothing was applied: "
-            + " ".join(str(c.context["entity"]) + ": " + "; ".join(
+            + " ".join(c.context["entity"].display() + ": " + "; ".join(
                 k.describe() for k in c.context["changes"]) + "." for c in conflicts)
             + " Read them again and make the change again.",
             conflicts=conflicts, changes=[k for c in conflicts for k in c.context["changes"]])

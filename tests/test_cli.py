@@ -330,7 +330,7 @@ def test_validate_only_json_outcome(store):
 
 @pytest.mark.parametrize("flags, reason", [
     (["--user", "CN=a,OU=b", "--add", "request_percentage=0"],
-     "request_percentage for {user=CN%3Da%2COU%3Db}: 0 is not allowed"),
+     "request_percentage for {user=\"CN=a,OU=b\"}: 0 is not allowed"),  # raw, for people
     (["--user", "alice", "--add", "request_percentage=nan"],
      "request_percentage for {user=alice}: NaN is not a quota"),
     (["--user", "alice", "--add", "controller_mutation_rate=inf"],
