@@ -12,9 +12,7 @@ from quota_core.entities import CLIENT_ID, USER, entity_to_json
 from quota_core.shadows import shadow_notes
 from quota_core.validation import client_name_problems
 from quota_core.errors import QuotaError
-from quota_core.keys import QUOTA_KEYS
-from ui.render import (BUCKET_WORDS, KEY_ORDER, entity_text, exact_text, ladder_html,
-                       short_value)
+from ui.render import KEY_ORDER, answers_html, entity_text, ladder_html
 from ui.live_panel import live_panel
 from ui.session import context
 
@@ -98,17 +96,7 @@ for note in resolution.client.assumptions():
 
 # -- the answer per key ----------------------------------------------------------------------
 keys = [k for k in KEY_ORDER if k in resolution.keys]
-cols = st.columns(len(keys))
-for col, key in zip(cols, keys):
-    r = resolution.keys[key]
-    with col.container(border=True):
-        st.metric(key, short_value(key, r.value), help=QUOTA_KEYS[key].description)
-        if r.unlimited:
-            st.caption("no level sets it")
-        else:
-            exact = (f"{exact_text(key, r.value)} · " if QUOTA_KEYS[key].is_byte_rate else "")
-            st.caption(f"**level {r.level}** · `{entity_text(r.source)}`  \n"
-                       f"{exact}shared by {BUCKET_WORDS.get(r.bucket.kind, 'this ip')}")
+st.html(answers_html(resolution, keys))
 
 # -- live: what the brokers measure for this client's buckets ---------------------------------
 if not resolution.client.is_ip:
@@ -133,8 +121,8 @@ if not resolution.client.is_ip:
 # -- links: share, edit ----------------------------------------------------------------------
 with st.expander("Share or change this"):
     st.markdown("The address bar holds this query: copy it to share the answer. ")
-    st.code("?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else "(empty)",
-            language=None)
+    # Plain text, not st.code: its syntax highlighter is a large script for one line.
+    st.text("?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else "(empty)")
     if ctx.policy.editing_enabled:
         st.markdown("Edit an entry of this ladder:")
         for step in resolution.ladder:

@@ -66,6 +66,19 @@ def texts(elements) -> list[str]:
     return [e.value for e in elements]
 
 
+def ladder(at) -> str:
+    """The ladder table's HTML on the Resolve page."""
+    (html,) = [h for h in texts(at.html) if 'class="qc-ladder"' in h]
+    return html
+
+
+def answers(at) -> dict[str, str]:
+    """{key: effective quota as shown} from the Resolve page's answer cards."""
+    (html,) = [h for h in texts(at.html) if 'class="qc-answers"' in h]
+    return dict(re.findall(r'class="qc-answer" data-key="([a-z_]+)".*?'
+                           r'class="qc-answer-value"[^>]*>([^<]*)</div>', html, re.S))
+
+
 def winners(html: str) -> dict[str, int]:
     """{key: level} of the highlighted winner cells in the ladder HTML."""
     out = {}
@@ -176,10 +189,10 @@ def test_broken_sandbox_path_banner(env, tmp_path):
 # -- resolve -------------------------------------------------------------------------------------
 def test_resolve_from_the_url(sandbox):
     at = run_app(query={"user": "alice", "client_id": "checkout-api"})
-    metrics = {m.label: m.value for m in at.metric}
+    metrics = answers(at)
     assert metrics == {"producer_byte_rate": "8 MiB/s", "consumer_byte_rate": "6 MiB/s",
                        "request_percentage": "50%", "controller_mutation_rate": "10/s"}
-    (html,) = texts(at.html)
+    html = ladder(at)
     assert winners(html) == {"producer_byte_rate": 1, "consumer_byte_rate": 2,
                              "request_percentage": 3, "controller_mutation_rate": 6}
     assert {(3, "producer_byte_rate"), (3, "consumer_byte_rate"), (5, "request_percentage"),
@@ -223,7 +236,7 @@ def test_resolve_assumptions_for_an_anonymous_client(sandbox):
     assert "ANONYMOUS" in warnings and "empty client id" in warnings
     # An empty client id: Kafka consults only levels 3 and 6, so {user=<default>,
     # client-id=<default>} (request_percentage 25) is not applied, and it says so.
-    html = texts(at.html)[0]
+    html = ladder(at)
     assert winners(html) == {"producer_byte_rate": 6, "consumer_byte_rate": 6,
                              "controller_mutation_rate": 6}
     assert 'class="qc-skipped" data-key="request_percentage"' in html
@@ -234,19 +247,22 @@ def test_resolve_updates_the_url(sandbox):
     at.text_input(key="rs_user").input("svc-reports").run()
     at.text_input(key="rs_client").input("reports").run()
     assert at.query_params == {"user": "svc-reports", "client_id": "reports"}
-    assert winners(texts(at.html)[0])["consumer_byte_rate"] == 3
+    assert winners(ladder(at))["consumer_byte_rate"] == 3
 
 
 def test_resolve_literal_default_user_is_a_name(sandbox):
     at = run_app(query={"user": "<default>", "client_id": "x"})
-    assert winners(texts(at.html)[0])["producer_byte_rate"] == 3  # {user=<default>} the name
-    assert "&lt;default&gt;" in texts(at.html)[0]
+    assert winners(ladder(at))["producer_byte_rate"] == 3  # {user=<default>} the name
+    assert "&lt;default&gt;" in ladder(at)
+    cards = next(h for h in texts(at.html) if 'class="qc-answers"' in h)
+    assert "<code>user=&lt;default&gt;</code>" in cards  # the name, escaped
+    assert answers(at)["producer_byte_rate"] == "100 KiB/s"
 
 
 def test_resolve_ip(sandbox):
     at = run_app(query={"ip": "10.0.0.12"})
-    assert {m.label: m.value for m in at.metric} == {"connection_creation_rate": "20/s"}
-    assert winners(texts(at.html)[0]) == {"connection_creation_rate": 1}
+    assert answers(at) == {"connection_creation_rate": "20/s"}
+    assert winners(ladder(at)) == {"connection_creation_rate": 1}
 
 
 def test_resolve_throttle_estimate(sandbox):
@@ -514,7 +530,7 @@ def test_apply_changes_resolution_and_is_audited(sandbox, tmp_path):
     at.switch_page("pages/resolve.py").run()
     at.text_input(key="rs_user").input("alice").run()
     at.text_input(key="rs_client").input("checkout-api").run()
-    assert {m.label: m.value for m in at.metric}["producer_byte_rate"] == "3 MiB/s"
+    assert answers(at)["producer_byte_rate"] == "3 MiB/s"
     at.switch_page("pages/audit.py").run()
     audit = at.dataframe[0].value
     assert list(audit["who"]) == ["jdoe"]

@@ -15,7 +15,7 @@ from quota_core.resolution import LADDER, Resolution
 from quota_core.units import format_bytes, format_editable, format_exact
 
 __all__ = ["exact_text", "short_value", "editable_text", "entity_text", "entity_html",
-           "ladder_html", "KEY_ORDER", "BUCKET_WORDS"]
+           "answers_html", "ladder_html", "KEY_ORDER", "BUCKET_WORDS"]
 
 #: Column order for keys everywhere in the dashboard.
 KEY_ORDER: tuple[str, ...] = ALL_KEYS
@@ -70,6 +70,32 @@ def _cell_value(key: str, value: float) -> str:
     if spec is not None and spec.unit == "%":
         return f"{format_value(value)}%"
     return f"{format_value(value)}/s"
+
+
+def answers_html(resolution: Resolution, keys: Iterable[str]) -> str:
+    """One card per key: the effective quota, the level and entry that set it, who shares it.
+
+    One HTML block rather than a metric widget per key: ``st.metric`` makes the browser load
+    and run the chart library behind its sparklines, which doubled the page's load time."""
+    cards = []
+    for key in keys:
+        r = resolution.keys[key]
+        if r.unlimited:
+            detail = "no level sets it"
+        else:
+            exact = (f"{escape(exact_text(key, r.value))} · " if QUOTA_KEYS[key].is_byte_rate
+                     else "")
+            detail = (f'<b>level {r.level}</b> · <code>{escape(entity_text(r.source))}</code><br>'
+                      f'{exact}shared by {escape(BUCKET_WORDS.get(r.bucket.kind, "this ip"))}')
+        cards.append(
+            f'<div class="qc-answer" data-key="{key}" style="flex:1 1 0;min-width:190px;'
+            f'border:1px solid #e3e3e3;border-radius:8px;padding:10px 14px">'
+            f'<div style="font-size:0.875rem" title="{escape(QUOTA_KEYS[key].description)}">'
+            f'{key}</div><div class="qc-answer-value" style="font-size:2rem;line-height:1.3">'
+            f'{escape(short_value(key, r.value))}</div>'
+            f'<div style="font-size:0.85em;color:#5f6368">{detail}</div></div>')
+    return (f'<div class="qc-answers" style="display:flex;gap:12px;flex-wrap:wrap">'
+            f'{"".join(cards)}</div>')
 
 
 def ladder_html(resolution: Resolution, keys: Iterable[str] | None = None) -> str:

@@ -363,7 +363,8 @@ def _connection_card(spec: ConnectionSpec, snapshot: Snapshot | None) -> None:
     props = spec.public_properties()
     if props:
         with st.expander("Client properties"):
-            st.code("\n".join(f"{k}={v}" for k, v in props.items()), language="properties")
+            # st.text, not st.code: the highlighter's script would load on every page.
+            st.text("\n".join(f"{k}={v}" for k, v in props.items()))
 
 
 def _server_address() -> str | None:
