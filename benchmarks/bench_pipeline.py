@@ -24,7 +24,7 @@ best of N); a warm-up floor run on the smallest size comes first, so the JVM is 
     .venv/bin/python benchmarks/bench_pipeline.py [--samples 1000000,10000000]
         [--buckets 100000] [--entries 100000] [--skip-pandas-10m] [--what-if] [--keep DIR]
 
-The full default run takes about 9 minutes on 2 cores (its last line says), under 5 with
+The full default run takes about 6 minutes on 2 cores (its last line says), under 4 with
 ``--skip-pandas-10m``. It holds about 0.9 GB of Parquet under the system temp directory at
 its peak (plus what Spark spills there) and removes it at the end.
 """

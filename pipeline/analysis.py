@@ -15,7 +15,9 @@ sizing     source entry and key: the smallest quota keeping every bucket's p99 r
 
 Rates are per broker (quotas are enforced by each broker on its own), so percentiles are over
 per-broker samples and ``throttled_s`` sums ``interval_s`` over them: broker-seconds.
-Percentiles are exact (``percentile``), so a local run and a cluster run agree to the bit.
+Percentiles are exact, Spark's ``percentile`` rule (linear between the closest ranks) applied to
+each group's sorted rates (:func:`per_level`), so a local run and a cluster run agree to the bit.
+by_client, by_entry and sizing all come from :func:`per_level`, one pass over the samples.
 """
 from __future__ import annotations
 
@@ -27,9 +29,10 @@ from .snapshots import QuotaVersions
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = ["TABLES", "windows", "by_client", "by_entry", "what_if", "sizing"]
+__all__ = ["TABLES", "windows", "bucket_id", "per_level", "by_client", "by_entry", "what_if",
+           "sizing"]
 
 TABLES = ("windows", "by_client", "by_entry", "what_if", "sizing")
 WORST = 5
@@ -63,32 +66,93 @@ def windows(keyed: "DataFrame", buckets: "pd.DataFrame", versions: QuotaVersions
     )
 
 
-def by_client(win: "DataFrame") -> "DataFrame":
+def bucket_id(spark: "SparkSession", buckets: "pd.DataFrame") -> "Column":
+    """A column identifying a sample's bucket (user, client_id, key): a 64-bit hash when it is
+    distinct over ``buckets`` (the distinct buckets, checked here), else the three columns.
+
+    Grouping 10M samples by one long rather than three strings is much of per_level's time.
+    The null flags keep ``(u, null)`` apart from ``(null, u)`` (xxhash64 skips nulls)."""
     from pyspark.sql import functions as F
 
-    # One percentile aggregate for both ranks: each keeps its group's values, so two would
-    # hold (and sort) every rate twice; at 10M samples that is most of the job.
-    agg = win.groupBy(*BUCKET).agg(
+    hashed = F.xxhash64("user", "client_id", "key", F.isnull("user"), F.isnull("client_id"))
+    distinct = buckets[BUCKET].drop_duplicates().astype(object)
+    frame = spark.createDataFrame(distinct.where(distinct.notna(), None),
+                                  "user string, client_id string, key string")
+    unique = frame.select(F.count_distinct(hashed) == F.count(F.lit(1))).first()[0]
+    return hashed if unique else F.struct(*BUCKET)
+
+
+def _percentile(sorted_values: "Column", p: float) -> "Column":
+    """Spark's exact ``percentile`` (linear between the closest ranks, the lower value when
+    both are equal) of an ascending array; null when it is empty."""
+    from pyspark.sql import functions as F
+
+    n = F.size(sorted_values)
+    position = (n - 1).cast("double") * F.lit(p)
+    lower, higher = F.floor(position), F.ceil(position)
+    low = F.get(sorted_values, lower.cast("int"))
+    high = F.get(sorted_values, higher.cast("int"))
+    between = (higher - position) * low + (position - lower) * high
+    return F.when(n > 0, F.when(low == high, low).otherwise(between))
+
+
+def per_level(win: "DataFrame", bucket: "Column") -> "DataFrame":
+    """What the summaries need of every sample, per bucket and level: sums, maxima and the
+    sorted rates. Within a bucket the level decides the source entry, so these are also the
+    (entry, bucket) groups of by_entry and sizing. One pass over the samples for all three
+    summaries, and small (a row per bucket and level). ``bucket`` is from :func:`bucket_id`.
+
+    (Splitting it, sums in the generated-code hash aggregate and the rates apart, then
+    joining, measured no faster at 10M samples.)"""
+    from pyspark.sql import functions as F
+
+    return win.groupBy(bucket.alias("bucket_id"), "level").agg(
+        # equal within the group: the bucket's, and the level's entry
+        *[F.first(c).alias(c) for c in ("user", "client_id", "key", "source")],
         _throttled_s(F.col("over_quota")).alias("throttled_s"),
         _throttled_s(F.coalesce(F.col("broker_throttle_ms") > 0, F.lit(False)))
         .alias("broker_throttled_s"),
         F.max("utilisation").alias("max_utilisation"),
-        F.percentile("rate", F.array(F.lit(0.95), F.lit(0.99))).alias("p"),
         F.count(F.lit(1)).alias("samples"),
-        F.count_distinct("broker").alias("brokers"),
-        F.array_sort(F.collect_set("source")).alias("entries"),
+        F.collect_set("broker").alias("brokers"),
+        # percentile ignores nulls, as collect_list does; sort_array orders NaN last, as
+        # percentile does (no nulls are left to sort).
+        F.sort_array(F.collect_list("rate")).alias("rates"),
+        # ties on ts have one quota: same bucket and time, same version
+        F.max_by("quota", "ts").alias("q_last"), F.max("ts").alias("t_last"),
+    )
+
+
+def by_client(levels: "DataFrame") -> "DataFrame":
+    """From :func:`per_level`."""
+    from pyspark.sql import functions as F
+
+    # A bucket's rates are its levels' sorted rates merged (mostly one level: already sorted).
+    rates = F.sort_array(F.flatten(F.collect_list("rates")))
+    agg = levels.groupBy("bucket_id").agg(
+        *[F.first(c).alias(c) for c in BUCKET],
+        F.sum("throttled_s").alias("throttled_s"),
+        F.sum("broker_throttled_s").alias("broker_throttled_s"),
+        F.max("max_utilisation").alias("max_utilisation"),
+        rates.alias("rates"),
+        F.coalesce(F.sum("samples"), F.lit(0)).alias("samples"),  # a count: never null
+        F.size(F.array_distinct(F.flatten(F.collect_list("brokers")))).cast("long")
+        .alias("brokers"),
+        # distinct levels of a bucket have distinct sources: this is collect_set(source)
+        F.array_sort(F.array_distinct(F.collect_list("source"))).alias("entries"),
     )
     return agg.select(*BUCKET, "throttled_s", "broker_throttled_s", "max_utilisation",
-                      F.col("p")[0].alias("p95_rate"), F.col("p")[1].alias("p99_rate"),
+                      _percentile(F.col("rates"), 0.95).alias("p95_rate"),
+                      _percentile(F.col("rates"), 0.99).alias("p99_rate"),
                       "samples", "brokers", "entries")
 
 
-def by_entry(win: "DataFrame") -> "DataFrame":
+def by_entry(levels: "DataFrame") -> "DataFrame":
+    """From :func:`per_level`."""
     from pyspark.sql import functions as F
 
-    per_bucket = (win.where(F.col("level") > 0)
-                  .groupBy(*ENTRY, "user", "client_id")
-                  .agg(_throttled_s(F.col("over_quota")).alias("t")))
+    per_bucket = levels.where(F.col("level") > 0).select(*ENTRY, "user", "client_id",
+                                                        F.col("throttled_s").alias("t"))
     worst = F.struct(F.col("t").alias("throttled_s"), "user", "client_id")
     return per_bucket.groupBy(*ENTRY).agg(
         F.sum("t").alias("throttled_s"),
@@ -99,16 +163,16 @@ def by_entry(win: "DataFrame") -> "DataFrame":
     )
 
 
-def sizing(win: "DataFrame") -> "DataFrame":
+def sizing(levels: "DataFrame") -> "DataFrame":
     """Per entry: ``suggested_quota`` = the largest p99 rate among the buckets it bound (the
     smallest per-bucket quota under which every one of them stays at or below its p99),
-    rounded up for whole-number keys; ``current_quota`` is the entry's latest value."""
+    rounded up for whole-number keys; ``current_quota`` is the entry's latest value.
+    From :func:`per_level`."""
     from pyspark.sql import functions as F
 
-    per_bucket = (win.where(F.col("level") > 0)
-                  .groupBy(*ENTRY, "user", "client_id")
-                  .agg(F.percentile("rate", 0.99).alias("p99"),
-                       F.max_by("quota", "ts").alias("q_last"), F.max("ts").alias("t_last")))
+    per_bucket = levels.where(F.col("level") > 0).select(
+        *ENTRY, "user", "client_id", _percentile(F.col("rates"), 0.99).alias("p99"),
+        "q_last", "t_last")
     agg = per_bucket.groupBy(*ENTRY).agg(
         F.max("p99").alias("p99_max"),
         F.max_by("q_last", "t_last").alias("current_quota"),

@@ -5,6 +5,7 @@ resolves, derives the tables and writes them all or nothing.
 """
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
@@ -13,18 +14,22 @@ from quota_core.entities import Entity
 
 from . import analysis
 from .errors import PipelineError
-from .output import check_out, write_tables
+from .output import check_out, staged, write_table
 from .readers import TimeRange, check_buckets, read_quota_rows, read_usage
 from .resolve import distinct_buckets, with_key
 from .snapshots import QuotaVersions, single_version, versions_from_rows, with_version
 from .spark_errors import translating
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["Inputs", "load_inputs", "build_tables", "run"]
+__all__ = ["Inputs", "load_inputs", "build_windows", "derived_tables", "build_tables", "run"]
 
 QuotaSet = Mapping[Entity, Mapping[str, float]]
+#: The scratch table under the output's staging directory, removed before it is renamed
+#: (not "_..." or ".…": Spark would not read it back).
+LEVELS = "per_level-scratch"
 
 
 @dataclass
@@ -50,6 +55,8 @@ def load_inputs(spark: "SparkSession", usage: str, when: TimeRange,
         where = usage_where = usage
     else:
         base = usage.rstrip("/")
+        if "://" not in base:  # over Spark Connect the *server* would resolve a relative path
+            base = str(Path(base).resolve())
         usage_where = f"{base}/usage"
         samples = read_usage(spark, usage_where, when)
         quota_dir = where = f"{base}/quotas"
@@ -68,22 +75,33 @@ def load_inputs(spark: "SparkSession", usage: str, when: TimeRange,
     return Inputs(with_version(samples, versions), versions, usage_where, when)
 
 
-def build_tables(inputs: Inputs, what_if: QuotaSet | None = None) -> dict[str, "DataFrame"]:
-    """The tables, lazily; ``windows`` is cached because every other table reads it.
-
-    One job runs here: the distinct buckets, which are checked (any samples? known quota
-    types?) and resolved on the driver."""
+def build_windows(inputs: Inputs) -> tuple["DataFrame", "pd.DataFrame"]:
+    """The windows table (lazily) and the distinct buckets. One job runs here: the distinct
+    buckets, which are checked (any samples? known quota types?) and resolved on the driver."""
     keyed = with_key(inputs.samples)
     with translating(inputs.where):
         buckets = distinct_buckets(keyed)
     check_buckets(buckets, inputs.where, inputs.when)
-    win = analysis.windows(keyed, buckets, inputs.versions).cache()
-    tables = {"windows": win, "by_client": analysis.by_client(win),
-              "by_entry": analysis.by_entry(win)}
+    return analysis.windows(keyed, buckets, inputs.versions), buckets
+
+
+def derived_tables(win: "DataFrame", levels: "DataFrame", what_if: QuotaSet | None = None
+                   ) -> dict[str, "DataFrame"]:
+    """The tables computed from ``windows`` and its :func:`analysis.per_level` summary,
+    lazily, in the order they are written."""
+    tables = {"by_client": analysis.by_client(levels), "by_entry": analysis.by_entry(levels)}
     if what_if is not None:
         tables["what_if"] = analysis.what_if(win, single_version(what_if))
-    tables["sizing"] = analysis.sizing(win)
+    tables["sizing"] = analysis.sizing(levels)
     return tables
+
+
+def build_tables(inputs: Inputs, what_if: QuotaSet | None = None) -> dict[str, "DataFrame"]:
+    """Every table, lazily (each derived one computes ``windows`` again; :func:`run` instead
+    derives them from the windows it wrote)."""
+    win, buckets = build_windows(inputs)
+    levels = analysis.per_level(win, analysis.bucket_id(win.sparkSession, buckets))
+    return {"windows": win, **derived_tables(win, levels, what_if)}
 
 
 def run(spark: "SparkSession", usage: str, out: str, when: TimeRange = TimeRange(),
@@ -91,12 +109,26 @@ def run(spark: "SparkSession", usage: str, out: str, when: TimeRange = TimeRange
         kafka_bootstrap: str | None = None, overwrite: bool = False,
         progress: Callable[[str], None] = lambda line: None) -> Path:
     """Read, resolve, analyse, write: the whole job. Returns the output directory."""
-    check_out(out, overwrite)
+    path = check_out(out, overwrite)
     progress(f"reading {usage} ({when.describe()})")
     inputs = load_inputs(spark, usage, when, quotas, kafka_bootstrap)
     progress(f"{len(inputs.versions)} quota version(s); resolving buckets")
-    tables = build_tables(inputs, what_if)
-    try:
-        return write_tables(tables, out, overwrite, progress)
-    finally:
-        tables["windows"].unpersist()
+    win, buckets = build_windows(inputs)
+    with staged(out, overwrite) as tmp:
+        written = write_table(win, tmp, "windows", progress)
+        # The other tables read windows back, only the columns each needs: cheaper than
+        # computing it again, or caching every sample (more than a default 1g driver holds).
+        with translating(f"reading {written}"):
+            win = spark.read.parquet(written)
+        # per_level is read three times: written once (small) beside the tables, and
+        # removed before they appear. (A cache of it, rates arrays and all, read slower.)
+        levels_at = write_table(analysis.per_level(win, analysis.bucket_id(spark, buckets)),
+                                tmp, LEVELS, progress)
+        try:
+            with translating(f"reading {levels_at}"):
+                levels = spark.read.parquet(levels_at)
+            for name, df in derived_tables(win, levels, what_if).items():
+                write_table(df, tmp, name, progress)
+        finally:
+            shutil.rmtree(levels_at, ignore_errors=True)
+    return path

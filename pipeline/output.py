@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import shutil
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 from .errors import PipelineError
 from .spark_errors import translating
@@ -17,7 +18,7 @@ from .spark_errors import translating
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-__all__ = ["check_out", "write_tables"]
+__all__ = ["check_out", "staged", "write_table", "write_tables"]
 
 
 def _local(out: str) -> Path:
@@ -39,16 +40,14 @@ def check_out(out: str, overwrite: bool) -> Path:
     return path
 
 
-def write_tables(tables: Mapping[str, "DataFrame"], out: str, overwrite: bool = False,
-                 progress: Callable[[str], None] = lambda line: None) -> Path:
-    """Write each table as Parquet to ``out/<name>``; all appear at once or none do."""
+@contextmanager
+def staged(out: str, overwrite: bool = False) -> Iterator[Path]:
+    """A hidden sibling directory of ``out`` to write the tables into: renamed to ``out`` when
+    the block ends, removed if it raises."""
     path = check_out(out, overwrite)
     tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
-        for name, df in tables.items():
-            progress(f"writing {name}")
-            with translating(f"writing {name}"):
-                df.write.parquet(str(tmp / name))
+        yield tmp
         if path.exists():
             old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
             path.rename(old)
@@ -58,4 +57,23 @@ def write_tables(tables: Mapping[str, "DataFrame"], out: str, overwrite: bool = 
             tmp.rename(path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return path
+
+
+def write_table(df: "DataFrame", tmp: Path, name: str,
+                progress: Callable[[str], None] = lambda line: None) -> str:
+    """Write ``df`` as Parquet to ``tmp/<name>`` (``tmp`` from :func:`staged`); returns the
+    path written, which can be read back."""
+    where = str(tmp / name)
+    progress(f"writing {name}")
+    with translating(f"writing {name}"):
+        df.write.parquet(where)
+    return where
+
+
+def write_tables(tables: Mapping[str, "DataFrame"], out: str, overwrite: bool = False,
+                 progress: Callable[[str], None] = lambda line: None) -> Path:
+    """Write each table as Parquet to ``out/<name>``; all appear at once or none do."""
+    with staged(out, overwrite) as tmp:
+        for name, df in tables.items():
+            write_table(df, tmp, name, progress)
+    return _local(out)

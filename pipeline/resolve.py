@@ -1,7 +1,7 @@
 """Each sample's quota at its time: resolved per distinct bucket on the driver, joined in Spark.
 
-The ladder lives in quota_core only. Here the distinct ``(user, client_id, version)`` of the
-samples (thousands, not millions) come to the driver, each version's buckets go through
+The ladder lives in quota_core only. Here the distinct ``(user, client_id, version, key)`` of
+the samples (thousands, not millions) come to the driver, each version's buckets go through
 :func:`quota_core.bulk.bulk_resolve_buckets` in one vectorised call, and the result goes back
 as a small table joined to the samples (broadcast when small): no Python UDF per row.
 
@@ -36,32 +36,42 @@ BROADCAST_ROWS = 2_000_000
 def resolve_buckets(versions: QuotaVersions, buckets: "pd.DataFrame") -> "pd.DataFrame":
     """Long table: one row per (bucket, version, key) with quota, level and source entity.
 
-    ``buckets`` has columns user, client_id (None when not a tag) and version. level 0 means
-    unlimited (quota and source null).
+    ``buckets`` has columns user, client_id (None when not a tag) and version, and optionally
+    key: then each row gets its own key only (a bucket is bound by the key of its quota type,
+    so the other keys' rows would only make the joined table bigger); else every key.
+    level 0 means unlimited (quota and source null).
     """
     import numpy as np
     import pandas as pd
 
     frames = []
+    # The source text depends on (level, user, client id) only: built once across versions.
+    sources: dict[tuple, str | None] = {}
     for version, group in buckets.groupby("version", sort=True):
         users = group["user"].tolist()
         clients = group["client_id"].tolist()
+        own_key = group["key"].to_numpy(dtype=object) if "key" in group else None
+        # One call for every key: the ladder work is per distinct name, not per key.
         res = bulk_resolve_buckets(versions.sets[int(version)], users, clients, KEYS)
-        sources: dict[tuple, str | None] = {}
         for key in KEYS:
-            levels = np.asarray(res.levels[key], dtype=np.int32)
+            rows = np.arange(len(users)) if own_key is None else np.flatnonzero(own_key == key)
+            if not len(rows):
+                continue
+            levels = np.asarray(res.levels[key], dtype=np.int32)[rows]
+            key_users = [users[i] for i in rows.tolist()]
+            key_clients = [clients[i] for i in rows.tolist()]
             src = []
-            for level, u, c in zip(levels.tolist(), users, clients):
+            for level, u, c in zip(levels.tolist(), key_users, key_clients):
                 token = (level, u, c)
                 if token not in sources:
                     sources[token] = (entity_json(source_entity(level, u or "", c or ""))
                                       if level else None)
                 src.append(sources[token])
-            values = np.asarray(res.values[key], dtype=float)
+            values = np.asarray(res.values[key], dtype=float)[rows]
             frames.append(pd.DataFrame({
-                "r_user": pd.Series(users, dtype=object),
-                "r_client_id": pd.Series(clients, dtype=object),
-                "r_version": np.full(len(users), int(version), dtype=np.int32),
+                "r_user": pd.Series(key_users, dtype=object),
+                "r_client_id": pd.Series(key_clients, dtype=object),
+                "r_version": np.full(len(rows), int(version), dtype=np.int32),
                 "r_key": key,
                 "quota": np.where(levels > 0, values, np.nan),
                 "level": levels,
@@ -85,7 +95,8 @@ def resolution_frame(spark: "SparkSession", buckets: "pd.DataFrame",
     from pyspark.sql import functions as F
 
     known = buckets[buckets["version"].notna()]  # none before the first snapshot
-    table = resolve_buckets(versions, known.drop_duplicates(["user", "client_id", "version"]))
+    wanted = ["user", "client_id", "version"] + (["key"] if "key" in known else [])
+    table = resolve_buckets(versions, known[wanted].drop_duplicates())
     # pandas 3 stores text as Arrow-backed `str`, which pyspark 4.2's Arrow path cannot take
     # (ChunkedArray); plain object columns it can.
     for name in ("r_user", "r_client_id", "r_key", "source"):

@@ -28,6 +28,10 @@ BASE_CONF: dict[str, str] = {
 }
 
 
+#: SQL settings a Spark Connect server does not take (Connect always uses Arrow, no fallback).
+_NOT_OVER_CONNECT = {"spark.sql.execution.arrow.pyspark.fallback.enabled"}
+
+
 def _remote() -> bool:
     """Spark Connect: the server owns the classpath, so ``spark.jars`` cannot be set."""
     return bool(os.environ.get("SPARK_REMOTE") or os.environ.get("SPARK_CONNECT_MODE_ENABLED"))
@@ -49,10 +53,15 @@ def get_session(app_name: str = APP_NAME, conf: Mapping[str, str] | None = None,
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
+    remote = _remote()
     for key, value in {**BASE_CONF, **(conf or {})}.items():
+        # Over Connect only the server's runtime SQL settings can be set; the rest would only
+        # be refused with a warning on stderr, between the progress lines.
+        if remote and (not key.startswith("spark.sql.") or key in _NOT_OVER_CONNECT):
+            continue
         builder = builder.config(key, value)
     jars: list[str] = []
-    if with_kafka and not _remote():
+    if with_kafka and not remote:
         from .jars import spark_jar_paths
 
         jars = spark_jar_paths()

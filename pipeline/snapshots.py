@@ -1,8 +1,8 @@
 """Quota snapshots -> versions: which quota set was in force when.
 
 The collector writes the whole quota set at every scrape, mostly unchanged. Consecutive equal
-snapshots are folded into one *version* (compared by a hash of their sorted rows, in Spark, so
-only the snapshots that changed something come to the driver). Version ``i`` is in force from
+snapshots are folded into one *version* (compared by a hash of their rows, in Spark, so only
+the snapshots that changed something come to the driver). Version ``i`` is in force from
 its first snapshot's ``ts`` up to the next version's; a sample before the first snapshot has
 no version (its quota is unknown, not unlimited).
 """
@@ -24,6 +24,9 @@ __all__ = ["QuotaVersions", "entity_json", "parse_entity", "versions_from_rows",
            "with_version"]
 
 QuotaSet = dict[Entity, dict[str, float]]
+#: Up to this many versions, ``with_version`` is a CASE expression (beyond, a range join:
+#: a CASE of thousands of branches would outgrow generated code's method size).
+CASE_VERSIONS = 64
 
 
 def entity_json(entity: Entity | None) -> str | None:
@@ -61,9 +64,13 @@ def versions_from_rows(rows: "DataFrame", where: str) -> QuotaVersions:
 
     spark = rows.sparkSession
     with translating(where):
+        # An order-free hash of each snapshot: the exact sum of its rows' hashes (a decimal:
+        # no overflow) and their count. Sorting each snapshot's rows instead is an
+        # interpreted comparison per pair: seconds for a 100k-entry quota set.
+        row_hash = F.xxhash64("entity", "key", "value", F.isnull("entity"), F.isnull("key"),
+                              F.isnull("value")).cast("decimal(38,0)")
         per_snapshot = (rows.groupBy(F.unix_micros("ts").alias("ts_us"))
-                        .agg(F.xxhash64(F.array_sort(F.collect_list(
-                            F.struct("entity", "key", "value")))).alias("h")))
+                        .agg(F.struct(F.sum(row_hash), F.count(F.lit(1))).alias("h")))
         hashes = per_snapshot.orderBy("ts_us").collect()
     if not hashes:
         raise PipelineError(f"{where}: no quota snapshots at or before the end of the range; "
@@ -75,37 +82,57 @@ def versions_from_rows(rows: "DataFrame", where: str) -> QuotaVersions:
             previous = row["h"]
     with translating(where):
         wanted = spark.createDataFrame([(s,) for s in starts], "ts_us long")
+        # Through Arrow (a row object per snapshot row is most of the cost otherwise); nulls
+        # flagged apart, as pandas would turn a null value into NaN (a valid quota).
         picked = (rows.withColumn("ts_us", F.unix_micros("ts"))
                   .join(F.broadcast(wanted), "ts_us")
-                  .select("ts_us", "entity", "key", "value").collect())
+                  .select("ts_us", "entity", "key", "value",
+                          F.col("key").isNull().alias("no_key"),
+                          F.col("value").isNull().alias("no_value")).toPandas())
     sets: dict[int, QuotaSet] = {s: {} for s in starts}
-    for row in picked:
-        if row["entity"] is None:  # the marker row of an empty quota set
+    # Versions mostly repeat each other's entities: each distinct text is parsed once.
+    parsed: dict[str, Entity] = {}
+    for ts_us, text, key, value, no_key, no_value in zip(
+            picked["ts_us"].tolist(), picked["entity"].astype(object).tolist(),
+            picked["key"].astype(object).tolist(), picked["value"].tolist(),
+            picked["no_key"].tolist(), picked["no_value"].tolist()):
+        if text is None or text != text:  # the marker row of an empty quota set
             continue
-        if row["key"] is None or row["value"] is None:
-            raise PipelineError(f"{where}: a row for {row['entity']} has no "
-                                f"{'key' if row['key'] is None else 'value'}.", path=where,
-                                column="key" if row["key"] is None else "value")
-        entity = parse_entity(row["entity"], where)
-        sets[row["ts_us"]].setdefault(entity, {})[row["key"]] = float(row["value"])
+        if no_key or no_value:
+            raise PipelineError(f"{where}: a row for {text} has no "
+                                f"{'key' if no_key else 'value'}.", path=where,
+                                column="key" if no_key else "value")
+        entity = parsed.get(text)
+        if entity is None:
+            entity = parsed[text] = parse_entity(text, where)
+        sets[ts_us].setdefault(entity, {})[key] = float(value)
     return QuotaVersions(list(starts), [sets[s] for s in starts])
 
 
 def with_version(samples: "DataFrame", versions: QuotaVersions) -> "DataFrame":
     """``samples`` plus ``version``: the latest version starting at or before each ``ts``.
 
-    A broadcast range join against the (few) version intervals: native Spark, no UDF.
+    Native Spark, no UDF: a CASE expression, or for many versions a broadcast range join
+    against the version intervals.
     """
     from pyspark.sql import functions as F
 
     if versions.starts_us == [None]:
         return samples.withColumn("version", F.lit(0))
-    spark = samples.sparkSession
     starts = versions.starts_us
+    ts_us = F.unix_micros("ts")
+    if len(starts) <= CASE_VERSIONS:
+        # A few versions: a CASE on ts, latest start first (null before the first, or for a
+        # null ts), evaluated in the scan; no join.
+        latest_first = list(enumerate(starts))[::-1]
+        version = F.when(ts_us >= F.lit(latest_first[0][1]), F.lit(latest_first[0][0]))
+        for i, start in latest_first[1:]:
+            version = version.when(ts_us >= F.lit(start), F.lit(i))
+        return samples.withColumn("version", version)
+    spark = samples.sparkSession
     ends = starts[1:] + [None]
     bounds = spark.createDataFrame([(i, s, e) for i, (s, e) in enumerate(zip(starts, ends))],
                                    "version int, v_start long, v_end long")
-    ts_us = F.unix_micros("ts")
     cond = (ts_us >= F.col("v_start")) & (F.col("v_end").isNull() | (ts_us < F.col("v_end")))
     return (samples.join(F.broadcast(bounds), cond, "left")
             .drop("v_start", "v_end"))

@@ -188,10 +188,6 @@ def test_spark_connect_gives_the_same_tables(spark_connect, connect_run):
         pd.testing.assert_frame_equal(got, want, check_exact=True, obj=table)
 
 
-@pytest.mark.xfail(strict=True, reason="pipeline.session.get_session sets spark.log.level, "
-                   "spark.ui.showConsoleProgress and spark.sql.execution.arrow.pyspark."
-                   "fallback.enabled over Connect too, which the server refuses: the client "
-                   "warns about each on stderr, between the progress lines")
 def test_spark_connect_stderr_has_only_progress_lines(connect_run):
     _, _, output = connect_run
     noise = [line for line in output.splitlines()
