@@ -13,6 +13,7 @@ Tests using ``spark`` (or any fixture starting with ``spark``) are auto-marked `
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -78,3 +79,22 @@ def spark() -> Iterator[object]:
     finally:
         _live.remove(session)
         session.stop()
+
+
+def _plain(value):
+    """Arrays and structs as JSON text, so rows can be sorted and compared."""
+    if isinstance(value, (str, type(None), float, int, bool)):
+        return value
+    return json.dumps(value, default=lambda v: v.tolist() if hasattr(v, "tolist") else list(v),
+                      sort_keys=True)
+
+
+def comparable(df):
+    """A table read back from Parquet, in a canonical row order with nested values as text:
+    two runs of the job (local, cluster, Connect) compare with ``assert_frame_equal``."""
+    flat = df.copy()
+    for col in flat.columns:
+        if flat[col].dtype == object:
+            flat[col] = flat[col].map(_plain)
+    return flat.sort_values(list(flat.columns), na_position="first", kind="stable") \
+        .reset_index(drop=True)

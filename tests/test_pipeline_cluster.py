@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,9 +19,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from localkafka import free_port
+from localkafka import free_port, stop_process_group
 from pipeline.demo_history import HistorySpec, write_history, generate
 from pipeline.job import run
+from tests.spark_fixtures import comparable
 
 REPO = Path(__file__).resolve().parent.parent
 SPARK_HOME = Path(__import__("pyspark").__file__).parent
@@ -50,17 +50,6 @@ def _start(argv: list[str], log: Path) -> subprocess.Popen:
     with open(log, "wb") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)  # own group: executors die with it
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
 
 
 def _alive_workers(ui_port: int) -> int:
@@ -97,7 +86,7 @@ def spark_standalone(tmp_path_factory):
         yield master_url
     finally:
         for p in reversed(procs):
-            _stop(p)
+            stop_process_group(p, grace_s=20)
 
 
 @pytest.fixture(scope="module")
@@ -105,23 +94,6 @@ def history_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
     write_history(generate(HistorySpec(hours=4, step_s=300, clients=8)), out)
     return out
-
-
-def _plain(value):
-    """Arrays and structs as JSON text, so rows can be sorted and compared."""
-    if isinstance(value, (str, type(None), float, int, bool)):
-        return value
-    return json.dumps(value, default=lambda v: v.tolist() if hasattr(v, "tolist") else list(v),
-                      sort_keys=True)
-
-
-def _sorted(df: pd.DataFrame) -> pd.DataFrame:
-    flat = df.copy()
-    for col in flat.columns:
-        if flat[col].dtype == object:
-            flat[col] = flat[col].map(_plain)
-    return flat.sort_values(list(flat.columns), na_position="first", kind="stable") \
-        .reset_index(drop=True)
 
 
 def test_standalone_cluster_gives_the_same_tables(spark, spark_standalone, history_dir, tmp_path):
@@ -138,7 +110,7 @@ def test_standalone_cluster_gives_the_same_tables(spark, spark_standalone, histo
     assert proc.returncode == 0, output[-4000:]
     assert f"done: {tmp_path / 'cluster'}" in output and "] reading " in output
     for table in TABLES:
-        want = _sorted(pd.read_parquet(local / table))
-        got = _sorted(pd.read_parquet(tmp_path / "cluster" / table))
+        want = comparable(pd.read_parquet(local / table))
+        got = comparable(pd.read_parquet(tmp_path / "cluster" / table))
         assert len(want) > 0
         pd.testing.assert_frame_equal(got, want, check_exact=True)

@@ -29,6 +29,7 @@ from localkafka import free_port, stop_process_group
 from pipeline.demo_history import HistorySpec, generate, quota_sets, write_history
 from pipeline.job import run
 from quota_core.serialization import dumps, loads
+from tests.spark_fixtures import comparable
 
 REPO = Path(__file__).resolve().parent.parent
 SPARK_HOME = Path(__import__("pyspark").__file__).parent
@@ -153,23 +154,6 @@ def connect_run(spark, spark_connect, history_dir, tmp_path_factory):
     return local, base / "connect", output
 
 
-def _plain(value):
-    """Arrays and structs as JSON text, so rows can be sorted and compared."""
-    if isinstance(value, (str, type(None), float, int, bool)):
-        return value
-    return json.dumps(value, default=lambda v: v.tolist() if hasattr(v, "tolist") else list(v),
-                      sort_keys=True)
-
-
-def _sorted(df: pd.DataFrame) -> pd.DataFrame:
-    flat = df.copy()
-    for col in flat.columns:
-        if flat[col].dtype == object:
-            flat[col] = flat[col].map(_plain)
-    return flat.sort_values(list(flat.columns), na_position="first", kind="stable") \
-        .reset_index(drop=True)
-
-
 def test_spark_connect_gives_the_same_tables(spark_connect, connect_run):
     local, remote, output = connect_run
     assert f"done: {remote}" in output and "] reading " in output, output[-4000:]
@@ -182,8 +166,8 @@ def test_spark_connect_gives_the_same_tables(spark_connect, connect_run):
     assert written == set(TABLES), \
         f"Connect operations wrote {sorted(written)}\n{output[-2000:]}\n{spark_connect.tail()}"
     for table in TABLES:
-        want = _sorted(pd.read_parquet(local / table))
-        got = _sorted(pd.read_parquet(remote / table))
+        want = comparable(pd.read_parquet(local / table))
+        got = comparable(pd.read_parquet(remote / table))
         assert len(want) > 0, table
         pd.testing.assert_frame_equal(got, want, check_exact=True, obj=table)
 
