@@ -17,10 +17,9 @@ from quota_core.history import what_if as history_what_if
 from quota_core.impact import ANY_OTHER, apply_alteration, fallback, parse_clients_csv
 from quota_core.shadows import dead_keys
 from quota_core.live import clients_seen
-from quota_core.units import format_rate
 from quota_core.keys import QUOTA_KEYS, keys_for
 from quota_core.workflow import apply_change, preview
-from ui.render import KEY_ORDER, editable_text, exact_text
+from ui.render import KEY_ORDER, editable_text, exact_text, traffic_rows
 from ui.history import places as history_places
 from ui.history import windows as history_windows
 from ui.live import feed
@@ -328,13 +327,7 @@ with st.container(border=True):
                     f"{'' if len(pv.traffic) == 1 else 's'} the brokers report change quota; "
                     f"{sum(c.verdict == 'newly throttled' for c in moved)} would be newly "
                     f"throttled, {sum(c.verdict == 'freed' for c in moved)} freed.")
-        st.dataframe([{"broker": c.after.broker, "type": c.after.quota_type,
-                       "bucket": ", ".join(f"{t}={n}" for t, n in c.after.bucket.items()
-                                           if n is not None),
-                       "rate now": format_rate(c.after.key, c.after.rate),
-                       "quota before → after": f"{format_quota(c.after.key, c.before.quota)} → "
-                                               f"{format_quota(c.after.key, c.after.quota)}",
-                       "verdict": c.verdict} for c in pv.traffic[:500]], hide_index=True)
+        st.dataframe(traffic_rows(pv.traffic), hide_index=True)
 
 conflict = ss.get("ed_conflict")
 if conflict is not None:

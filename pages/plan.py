@@ -12,9 +12,10 @@ import streamlit as st
 from quota_core.errors import ConcurrentChange, QuotaError
 from quota_core.plan import change_kind, make_plan, plan_impact, quota_set_hash, set_diff
 from quota_core.serialization import format_of, read_quota_file
-from quota_core.units import format_quota, format_rate
+from quota_core.units import format_quota
 from quota_core.workflow import apply_changes
 from ui.live import feed
+from ui.render import traffic_rows
 from ui.session import context, editing_gate, registry, secrets_dict
 
 ctx = context()
@@ -124,13 +125,7 @@ if plan.changes:
                       for c in impact.ips], hide_index=True)
     if impact.traffic:
         st.markdown("**At today's rates** (live metrics):")
-        st.dataframe([{"broker": t.after.broker, "type": t.after.quota_type,
-                       "bucket": ", ".join(f"{k}={v}" for k, v in t.after.bucket.items()
-                                           if v is not None),
-                       "rate now": format_rate(t.after.key, t.after.rate),
-                       "quota before → after": f"{format_quota(t.after.key, t.before.quota)} → "
-                                               f"{format_quota(t.after.key, t.after.quota)}",
-                       "verdict": t.verdict} for t in impact.traffic[:500]], hide_index=True)
+        st.dataframe(traffic_rows(impact.traffic), hide_index=True)
 
 if not plan.changes:
     st.stop()

@@ -26,6 +26,7 @@ from quota_core.demo import demo_quotas
 
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")
+from tests.browser_steps import settle, type_into  # noqa: E402
 expect = playwright_api.expect
 # A loaded 2-core machine (a broker, Spark and Chromium at once) can take more than
 # Playwright's default 5 s to show a rerun: wait up to 20 s for what a person would see.
@@ -62,7 +63,6 @@ def _make_exactly(backend, target: dict) -> None:
     while backend.describe() != target:
         assert time.monotonic() < deadline, "the backend did not settle on the demo quotas"
         time.sleep(0.2)
-
 
 
 @pytest.fixture
@@ -151,20 +151,6 @@ def page():
             yield pg
         finally:
             browser.close()
-
-
-def settle(page) -> None:
-    """Wait until Streamlit has finished running the script."""
-    page.wait_for_timeout(300)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=30_000)
-    page.wait_for_timeout(200)
-
-
-def type_into(page, label: str, text: str) -> None:
-    box = page.get_by_label(label, exact=True)
-    box.fill(text)
-    box.press("Enter")
-    settle(page)
 
 
 def choose(page, label: str, option: str) -> None:

@@ -27,6 +27,7 @@ from quota_core.sandbox import SandboxBackend
 
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")
+from tests.browser_steps import settle, type_into  # noqa: E402
 for _module in ("authlib", "oidc_provider_mock"):  # not imported here: the app and the provider do
     if importlib.util.find_spec(_module) is None:
         pytest.skip(f"{_module} is not installed (requirements.txt)", allow_module_level=True)
@@ -144,19 +145,6 @@ def new_page(browser):
 
 def see(locator) -> None:
     expect(locator).to_be_visible(timeout=WAIT)
-
-
-def settle(page) -> None:
-    page.wait_for_timeout(300)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=30_000)
-    page.wait_for_timeout(200)
-
-
-def type_into(page, label: str, text: str) -> None:
-    box = page.get_by_label(label, exact=True)
-    box.fill(text)
-    box.press("Enter")
-    settle(page)
 
 
 def shot(page, name: str) -> None:

@@ -12,10 +12,11 @@ from quota_core.browse import ALL_KEYS, DEFAULT_LABEL
 from quota_core.entities import Entity
 from quota_core.keys import QUOTA_KEYS, format_value
 from quota_core.resolution import LADDER, Resolution
-from quota_core.units import format_bytes, format_editable, format_exact
+from quota_core.units import (format_bytes, format_editable, format_exact, format_quota,
+                              format_rate)
 
 __all__ = ["exact_text", "short_value", "editable_text", "entity_text", "entity_html",
-           "answers_html", "ladder_html", "KEY_ORDER", "BUCKET_WORDS"]
+           "answers_html", "ladder_html", "traffic_rows", "KEY_ORDER", "BUCKET_WORDS"]
 
 #: Column order for keys everywhere in the dashboard.
 KEY_ORDER: tuple[str, ...] = ALL_KEYS
@@ -173,3 +174,14 @@ def ladder_html(resolution: Resolution, keys: Iterable[str] | None = None) -> st
             f'<thead><tr><th style="{_HEAD}">level</th><th style="{_HEAD}">entry on the '
             f'ladder of this client</th>{shared_head}{head}</tr></thead>'
             f'<tbody>{"".join(rows)}{foot}</tbody></table>{legend}</div>')
+
+
+def traffic_rows(changes, limit: int = 500) -> list[dict]:
+    """The table of buckets the brokers report whose quota a change moves (Edit and Plan
+    previews, at today's rates): one row per ``quota_core.live.TrafficChange``."""
+    return [{"broker": c.after.broker, "type": c.after.quota_type,
+             "bucket": ", ".join(f"{t}={n}" for t, n in c.after.bucket.items() if n is not None),
+             "rate now": format_rate(c.after.key, c.after.rate),
+             "quota before → after": f"{format_quota(c.after.key, c.before.quota)} → "
+                                     f"{format_quota(c.after.key, c.after.quota)}",
+             "verdict": c.verdict} for c in changes[:limit]]
