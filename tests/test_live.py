@@ -137,3 +137,9 @@ def test_traffic_impact_at_todays_rates():
     changes = traffic_impact(QUOTAS, after, series)
     assert [(c.after.user, c.verdict) for c in changes] == [("dave", "newly throttled"),
                                                             ("alice", "freed")]
+    from ui.render import traffic_rows  # the table the Edit and Plan previews show
+
+    dave = traffic_rows(changes)[0]
+    assert (dave["broker"], dave["bucket"], dave["verdict"]) == ("b1", "user=dave",
+                                                                 "newly throttled")
+    assert dave["quota before → after"].endswith("→ 2 MiB/s")
