@@ -24,20 +24,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .columns import estimated_throttle_ms, integral_keys, over_quota, utilisation
-from .resolve import attach_quotas, resolution_frame
+from .resolve import attach_quotas, resolution_frame, resolution_table
 from .snapshots import QuotaVersions
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = ["TABLES", "windows", "bucket_id", "per_level", "by_client", "by_entry", "what_if",
-           "sizing"]
+__all__ = ["TABLES", "NAMES_SCHEMA", "windows", "bucket_id", "bucket_names", "per_level",
+           "by_client", "by_entry", "what_if", "sizing"]
 
 TABLES = ("windows", "by_client", "by_entry", "what_if", "sizing")
 WORST = 5
 BUCKET = ["user", "client_id", "key"]
 ENTRY = ["source", "level", "key"]
+NAMES_SCHEMA = "user string, client_id string, key string, level int, source string"
 
 
 def _throttled_s(over: "Column") -> "Column":
@@ -46,15 +47,16 @@ def _throttled_s(over: "Column") -> "Column":
     return F.sum(F.when(over, F.col("interval_s")).otherwise(F.lit(0.0)))
 
 
-def windows(keyed: "DataFrame", buckets: "pd.DataFrame", versions: QuotaVersions
-            ) -> "DataFrame":
+def windows(keyed: "DataFrame", buckets: "pd.DataFrame", versions: QuotaVersions,
+            table: "pd.DataFrame | None" = None) -> "DataFrame":
     """Every sample with the quota in force at its ``ts`` and what that meant.
 
     ``keyed`` are the samples with ``version`` and ``key`` (resolve.with_key), ``buckets``
-    their distinct buckets (resolve.distinct_buckets)."""
+    their distinct buckets (resolve.distinct_buckets), ``table`` their resolution when it
+    was already made (resolve.resolution_table)."""
     from pyspark.sql import functions as F
 
-    df = attach_quotas(keyed, buckets, versions)
+    df = attach_quotas(keyed, buckets, versions, table)
     rate, quota = F.col("rate"), F.col("quota")
     return df.select(
         "ts", "broker", "quota_type", "key", "user", "client_id", "rate", "interval_s",
@@ -82,6 +84,22 @@ def bucket_id(spark: "SparkSession", buckets: "pd.DataFrame") -> "Column":
     return hashed if unique else F.struct(*BUCKET)
 
 
+def bucket_names(buckets: "pd.DataFrame", table: "pd.DataFrame") -> "pd.DataFrame":
+    """What :func:`per_level` puts back by name: a row per bucket with a null level (its
+    samples before the first snapshot), and a row per bucket and level it resolved to, with
+    that level's source entry. ``buckets`` from resolve.distinct_buckets, ``table`` from
+    resolve.resolution_table. Rows for :data:`NAMES_SCHEMA`."""
+    import pandas as pd
+
+    unknown = buckets[BUCKET].drop_duplicates().astype(object)
+    unknown = unknown.where(unknown.notna(), None).assign(
+        level=pd.array([None] * len(unknown), dtype="Int32"), source=None)
+    resolved = (table.rename(columns={"r_user": "user", "r_client_id": "client_id",
+                                      "r_key": "key"})[BUCKET + ["level", "source"]]
+                .drop_duplicates().astype({"level": "Int32"}))
+    return pd.concat([unknown, resolved], ignore_index=True)
+
+
 def _percentile(sorted_values: "Column", p: float) -> "Column":
     """Spark's exact ``percentile`` (linear between the closest ranks, the lower value when
     both are equal) of an ascending array; null when it is empty."""
@@ -96,19 +114,21 @@ def _percentile(sorted_values: "Column", p: float) -> "Column":
     return F.when(n > 0, F.when(low == high, low).otherwise(between))
 
 
-def per_level(win: "DataFrame", bucket: "Column") -> "DataFrame":
+def per_level(win: "DataFrame", bucket: "Column", names: "DataFrame") -> "DataFrame":
     """What the summaries need of every sample, per bucket and level: sums, maxima and the
     sorted rates. Within a bucket the level decides the source entry, so these are also the
     (entry, bucket) groups of by_entry and sizing. One pass over the samples for all three
-    summaries, and small (a row per bucket and level). ``bucket`` is from :func:`bucket_id`.
+    summaries, and small (a row per bucket and level). ``bucket`` is from :func:`bucket_id`;
+    ``names`` (:data:`NAMES_SCHEMA`, from :func:`bucket_names`) gives each group its user,
+    client id, key and source back.
 
-    (Splitting it, sums in the generated-code hash aggregate and the rates apart, then
-    joining, measured no faster at 10M samples.)"""
+    The pass groups numbers only: with the four text columns carried through it (as
+    ``first``), its sort-based aggregation (collect_list has no fixed-size buffer) took twice
+    as long at 10M samples. (Splitting it, sums in the generated-code hash aggregate and the
+    rates apart, then joining, measured no faster.)"""
     from pyspark.sql import functions as F
 
-    return win.groupBy(bucket.alias("bucket_id"), "level").agg(
-        # equal within the group: the bucket's, and the level's entry
-        *[F.first(c).alias(c) for c in ("user", "client_id", "key", "source")],
+    agg = win.groupBy(bucket.alias("bucket_id"), "level").agg(
         _throttled_s(F.col("over_quota")).alias("throttled_s"),
         _throttled_s(F.coalesce(F.col("broker_throttle_ms") > 0, F.lit(False)))
         .alias("broker_throttled_s"),
@@ -121,6 +141,13 @@ def per_level(win: "DataFrame", bucket: "Column") -> "DataFrame":
         # ties on ts have one quota: same bucket and time, same version
         F.max_by("quota", "ts").alias("q_last"), F.max("ts").alias("t_last"),
     )
+    named = names.select(bucket.alias("n_bucket"), F.col("level").alias("n_level"),
+                         *BUCKET, "source")
+    # One names row per group: (bucket, null) for samples before the first snapshot, else
+    # the (bucket, level) its resolution gave.
+    joined = agg.join(F.broadcast(named), (F.col("bucket_id") == F.col("n_bucket"))
+                      & F.col("level").eqNullSafe(F.col("n_level")), "left")
+    return joined.drop("n_bucket", "n_level")
 
 
 def by_client(levels: "DataFrame") -> "DataFrame":

@@ -60,13 +60,14 @@ def staged(out: str, overwrite: bool = False) -> Iterator[Path]:
 
 
 def write_table(df: "DataFrame", tmp: Path, name: str,
-                progress: Callable[[str], None] = lambda line: None) -> str:
-    """Write ``df`` as Parquet to ``tmp/<name>`` (``tmp`` from :func:`staged`); returns the
-    path written, which can be read back."""
+                progress: Callable[[str], None] = lambda line: None,
+                options: Mapping[str, str] | None = None) -> str:
+    """Write ``df`` as Parquet to ``tmp/<name>`` (``tmp`` from :func:`staged`; ``options``
+    for the Parquet writer); returns the path written, which can be read back."""
     where = str(tmp / name)
     progress(f"writing {name}")
     with translating(f"writing {name}"):
-        df.write.parquet(where)
+        df.write.options(**(options or {})).parquet(where)
     return where
 
 

@@ -20,10 +20,10 @@ from .snapshots import QuotaVersions, entity_json
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = ["KEYS", "RESOLUTION_SCHEMA", "resolve_buckets", "distinct_buckets", "resolution_frame",
-           "with_key", "attach_quotas"]
+__all__ = ["KEYS", "RESOLUTION_SCHEMA", "resolve_buckets", "distinct_buckets", "resolution_table",
+           "resolution_frame", "bucket_version_key", "with_key", "attach_quotas"]
 
 #: The keys samples can be bound by, in KEY_FOR_TYPE's order.
 KEYS: tuple[str, ...] = tuple(KEY_FOR_TYPE.values())
@@ -89,22 +89,43 @@ def distinct_buckets(samples: "DataFrame") -> "pd.DataFrame":
         .toPandas()
 
 
-def resolution_frame(spark: "SparkSession", buckets: "pd.DataFrame",
-                     versions: QuotaVersions) -> "DataFrame":
-    """The resolution table (a Spark DataFrame, broadcast when small) for ``buckets``."""
-    from pyspark.sql import functions as F
-
-    known = buckets[buckets["version"].notna()]  # none before the first snapshot
+def resolution_table(buckets: "pd.DataFrame", versions: QuotaVersions) -> "pd.DataFrame":
+    """:func:`resolve_buckets` of the buckets that have a version (none before the first
+    snapshot), with plain object text columns (as Spark's Arrow path takes them)."""
+    known = buckets[buckets["version"].notna()]
     wanted = ["user", "client_id", "version"] + (["key"] if "key" in known else [])
     table = resolve_buckets(versions, known[wanted].drop_duplicates())
     # pandas 3 stores text as Arrow-backed `str`, which pyspark 4.2's Arrow path cannot take
     # (ChunkedArray); plain object columns it can.
     for name in ("r_user", "r_client_id", "r_key", "source"):
         table[name] = table[name].astype(object)
+    return table
+
+
+def resolution_frame(spark: "SparkSession", buckets: "pd.DataFrame",
+                     versions: QuotaVersions, table: "pd.DataFrame | None" = None
+                     ) -> "DataFrame":
+    """The resolution table (a Spark DataFrame, broadcast when small) for ``buckets``, or of
+    ``table`` when :func:`resolution_table` was already made."""
+    from pyspark.sql import functions as F
+
+    if table is None:
+        table = resolution_table(buckets, versions)
     # pyarrow turns NaN into null on the way in: unlimited (level 0) has a null quota, and so
     # does an entry set to NaN (a broker accepts it; it never throttles).
     frame = spark.createDataFrame(table, RESOLUTION_SCHEMA)
     return F.broadcast(frame) if len(table) <= BROADCAST_ROWS else frame
+
+
+def bucket_version_key(user: str, client_id: str, key: str, version: str) -> "Column":
+    """One 64-bit join key for a (bucket, version): a hash of the four columns named, null
+    when key or version is null (nothing to join). The null flags keep ``(u, null)`` apart
+    from ``(null, u)`` (xxhash64 skips nulls)."""
+    from pyspark.sql import functions as F
+
+    hashed = F.xxhash64(user, client_id, key, F.col(version).cast("int"), F.isnull(user),
+                        F.isnull(client_id))
+    return F.when(F.col(key).isNotNull() & F.col(version).isNotNull(), hashed)
 
 
 def with_key(samples: "DataFrame") -> "DataFrame":
@@ -115,15 +136,30 @@ def with_key(samples: "DataFrame") -> "DataFrame":
     return samples.withColumn("key", key_map[F.col("quota_type")])
 
 
-def attach_quotas(keyed: "DataFrame", buckets: "pd.DataFrame",
-                  versions: QuotaVersions) -> "DataFrame":
+def attach_quotas(keyed: "DataFrame", buckets: "pd.DataFrame", versions: QuotaVersions,
+                  table: "pd.DataFrame | None" = None) -> "DataFrame":
     """``keyed`` (samples with ``version`` and ``key``) plus ``quota``, ``level``, ``source``.
 
     Samples before the first version keep null level/quota/source: unknown, not unlimited.
+    The join is on one 64-bit key (:func:`bucket_version_key`) when it is distinct over the
+    resolution table: every sample's (bucket, version) is in that table, so its key can only
+    match its own row. Else (a hash collision) on the four columns.
     """
-    table = resolution_frame(keyed.sparkSession, buckets, versions)
-    cond = [keyed["user"].eqNullSafe(table["r_user"]),
-            keyed["client_id"].eqNullSafe(table["r_client_id"]),
-            keyed["version"] == table["r_version"],
-            keyed["key"] == table["r_key"]]
-    return keyed.join(table, cond, "left").drop("r_user", "r_client_id", "r_version", "r_key")
+    from pyspark.sql import functions as F
+
+    if table is None:
+        table = resolution_table(buckets, versions)
+    frame = keyed.sparkSession.createDataFrame(table, RESOLUTION_SCHEMA).withColumn(
+        "r_join", bucket_version_key("r_user", "r_client_id", "r_key", "r_version"))
+    right = F.broadcast(frame) if len(table) <= BROADCAST_ROWS else frame
+    if frame.select(F.count_distinct("r_join") == F.count(F.lit(1))).first()[0]:
+        left = keyed.withColumn("s_join", bucket_version_key("user", "client_id", "key",
+                                                             "version"))
+        cond = F.col("s_join") == F.col("r_join")
+    else:
+        left = keyed
+        cond = (F.col("user").eqNullSafe(F.col("r_user"))
+                & F.col("client_id").eqNullSafe(F.col("r_client_id"))
+                & (F.col("version") == F.col("r_version")) & (F.col("key") == F.col("r_key")))
+    joined = left.join(right, cond, "left")
+    return joined.drop("r_user", "r_client_id", "r_version", "r_key", "s_join", "r_join")

@@ -64,9 +64,10 @@ def test_bucket_id_hash_and_columns_give_the_same_by_client(spark):
     buckets = win.select("user", "client_id", "key").distinct().toPandas()
     hashed = analysis.bucket_id(spark, buckets)
     assert "xxhash64" in str(hashed)
+    names = win.select(*analysis.BUCKET, "level", "source").distinct()
     tables = []
     for bucket in (hashed, F.struct(*analysis.BUCKET)):
-        levels = analysis.per_level(win, bucket)
+        levels = analysis.per_level(win, bucket, names)
         tables.append(analysis.by_client(levels).toPandas()
                       .sort_values(["user", "client_id"], na_position="first")
                       .reset_index(drop=True))
