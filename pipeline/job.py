@@ -14,7 +14,7 @@ from quota_core.entities import Entity
 
 from . import analysis
 from .errors import PipelineError
-from .output import check_out, staged, write_table
+from .output import WINDOWS_OPTIONS, check_out, staged, write_table
 from .readers import TimeRange, check_buckets, read_quota_rows, read_usage
 from .resolve import distinct_buckets, resolution_table, with_key
 from .snapshots import QuotaVersions, single_version, versions_from_rows, with_version
@@ -30,14 +30,6 @@ QuotaSet = Mapping[Entity, Mapping[str, float]]
 #: The scratch table under the output's staging directory, removed before it is renamed
 #: (not "_..." or ".…": Spark would not read it back).
 LEVELS = "per_level-scratch"
-#: Parquet writer settings for windows, whose text columns user, client_id and source have
-#: about one distinct value per bucket: a dictionary of them outgrows its page and is
-#: dropped after the work, and their min/max statistics would let a reader skip nothing
-#: (every row group holds most buckets). Without both, windows is written ~30 % faster at
-#: 10M samples (benchmarks/bench_pipeline.py); the file reads the same.
-WINDOWS_OPTIONS = {f"parquet.{setting}#{column}": "false"
-                   for setting in ("enable.dictionary", "column.statistics.enabled")
-                   for column in ("user", "client_id", "source")}
 
 
 @dataclass

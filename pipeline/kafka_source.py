@@ -98,6 +98,7 @@ def stream_windows(spark: "SparkSession", bootstrap: str, topic: str,
     ``available_now`` processes what is in the topic and stops (for tests and catch-up).
     """
     from . import analysis
+    from .output import WINDOWS_OPTIONS
     from .resolve import distinct_buckets, with_key
     from .snapshots import single_version, with_version
 
@@ -109,7 +110,8 @@ def stream_windows(spark: "SparkSession", bootstrap: str, topic: str,
         keyed = with_key(with_version(usage, versions))
         buckets = distinct_buckets(keyed)
         if len(buckets):
-            analysis.windows(keyed, buckets, versions).write.mode("append").parquet(out)
+            analysis.windows(keyed, buckets, versions).write.options(**WINDOWS_OPTIONS) \
+                .mode("append").parquet(out)
         on_batch(batch_id, int(len(buckets)))
 
     with translating(where):

@@ -18,7 +18,16 @@ from .spark_errors import translating
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-__all__ = ["check_out", "staged", "write_table", "write_tables"]
+__all__ = ["WINDOWS_OPTIONS", "check_out", "staged", "write_table", "write_tables"]
+
+#: Parquet writer settings for windows, whose text columns user, client_id and source have
+#: about one distinct value per bucket: a dictionary of them outgrows its page and is
+#: dropped after the work, and their min/max statistics would let a reader skip nothing
+#: (every row group holds most buckets). Without both, a copy of windows at 10M samples took
+#: 19–21 s instead of 22–25 s on 2 cores; the file reads the same.
+WINDOWS_OPTIONS = {f"parquet.{setting}#{column}": "false"
+                   for setting in ("enable.dictionary", "column.statistics.enabled")
+                   for column in ("user", "client_id", "source")}
 
 
 def _local(out: str) -> Path:

@@ -75,18 +75,23 @@ def history(spark):
                                 "throttle_ms double, interval_s double")
     versions = versions_from_rows(quota_rows, "test snapshots")
     keyed = with_key(with_version(sdf, versions))
-    win = windows(keyed, distinct_buckets(keyed), versions).toPandas()
-    return sets, versions, win
+    joined = windows(keyed, distinct_buckets(keyed), versions)
+    assert "xxhash64" in _plan(joined)  # the one-key join
+    return sets, versions, joined.toPandas(), keyed
+
+
+def _plan(df) -> str:
+    return df._jdf.queryExecution().analyzed().toString()
 
 
 def test_equal_snapshots_fold_into_one_version(history):
-    sets, versions, _ = history
+    sets, versions, *_ = history
     assert len(versions) == 3
     assert versions.sets == sets
 
 
 def test_every_sample_matches_bulk_resolve_buckets(history):
-    sets, _, win = history
+    sets, _, win, _ = history
     assert len(win) == N
     starts = [pd.Timestamp(SNAPSHOTS[0]), pd.Timestamp(SNAPSHOTS[2]), pd.Timestamp(SNAPSHOTS[3])]
     version = np.searchsorted(np.array(starts, dtype="datetime64[us]"),
@@ -118,8 +123,25 @@ def test_every_sample_matches_bulk_resolve_buckets(history):
     assert (win["level"] > 0).any() and (win["level"] == 0).any()
 
 
+def test_a_join_key_collision_falls_back_to_the_four_columns(history, monkeypatch):
+    """Joined on one hashed key only when it is distinct over the resolution table; made to
+    collide, the join is on the four columns, with the same windows."""
+    from pyspark.sql import functions as F
+
+    import pipeline.resolve as resolve
+
+    _, versions, win, keyed = history
+    monkeypatch.setattr(resolve, "bucket_version_key", lambda *columns: F.lit(7).cast("long"))
+    joined = windows(keyed, distinct_buckets(keyed), versions)
+    assert "<=>" in _plan(joined) and "xxhash64" not in _plan(joined)
+    order = ["ts", "quota_type", "user", "client_id", "rate"]
+    got, want = (df.sort_values(order, na_position="first").reset_index(drop=True)
+                 for df in (joined.toPandas(), win))
+    pd.testing.assert_frame_equal(got, want)
+
+
 def test_throttle_column_matches_the_core(history):
-    _, _, win = history
+    _, _, win, _ = history
     bound = win[win["level"] > 0]
     want = [estimate_throttle(k, r, q).throttle_ms
             for k, r, q in zip(bound["key"], bound["rate"], bound["quota"])]
