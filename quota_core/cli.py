@@ -26,7 +26,7 @@ from typing import Sequence, TextIO
 from . import output
 from .alterations import Alteration, Op
 from .backend import QuotaBackend
-from .connect import open_backend
+from .connect import add_backend_arguments, open_backend_from
 from .entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity, _is_utf8_text
 from .errors import AlterationError, OutcomeUnknown, ParseError, QuotaError, ValidationError
 from .filters import EntityFilter, FilterComponent
@@ -82,13 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--throttled", action="store_true",
                       help="every bucket the brokers throttle now (needs --metrics), worst "
                            "first, with the entry that sets its quota")
-    where = p.add_argument_group("where the quotas live (one of)")
-    where.add_argument("--bootstrap-server", metavar="HOST:PORT", help="a Kafka cluster")
-    where.add_argument("--command-config", metavar="FILE",
-                       help="Kafka client properties (security.protocol, sasl.*, ssl.*)")
-    where.add_argument("--sandbox", metavar="PATH", help="a local sandbox store (SQLite file)")
-    where.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                       help="give up on an unreachable cluster after this long (default 10)")
+    add_backend_arguments(p)
     ent = p.add_argument_group("entity")
     ent.add_argument("--names", action=_AppendValue, default=[], metavar="TYPE=NAME,...",
                      help="type=name pairs; escape , = \\ in names as \\, \\= \\\\")
@@ -495,9 +489,8 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         _names_are_text(args)
         if args.init:
             return run_init(args, err)
-        with open_backend(args.sandbox, args.bootstrap_server, args.command_config,
-                          timeout_s=args.timeout,
-                          progress=lambda line: err.write(f"{PROG}: {line}\n")) as backend:
+        with open_backend_from(args, progress=lambda line: err.write(f"{PROG}: {line}\n")
+                               ) as backend:
             if args.describe:
                 return run_describe(backend, args, out)
             if args.resolve:

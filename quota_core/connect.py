@@ -1,13 +1,37 @@
 """Open a backend from what a user typed: a sandbox path, or bootstrap servers + config."""
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Callable
 
 from .backend import QuotaBackend
 from .errors import ConfigError
 
-__all__ = ["open_backend"]
+__all__ = ["open_backend", "add_backend_arguments", "open_backend_from"]
+
+#: How long to wait for an unreachable cluster, unless --timeout says otherwise.
+DEFAULT_TIMEOUT_S = 10.0
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags :func:`open_backend_from` reads, as one group: the same words and help in
+    every command that reads or changes quotas."""
+    g = parser.add_argument_group("where the quotas live (one of)")
+    g.add_argument("--bootstrap-server", metavar="HOST:PORT", help="a Kafka cluster")
+    g.add_argument("--command-config", metavar="FILE",
+                   help="Kafka client properties (security.protocol, sasl.*, ssl.*)")
+    g.add_argument("--sandbox", metavar="PATH", help="a local sandbox store (SQLite file)")
+    g.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help=f"give up on an unreachable cluster after this long (default "
+                        f"{DEFAULT_TIMEOUT_S:g})")
+
+
+def open_backend_from(args: argparse.Namespace,
+                      progress: Callable[[str], None] | None = None) -> QuotaBackend:
+    """:func:`open_backend` for the flags of :func:`add_backend_arguments`."""
+    return open_backend(args.sandbox, args.bootstrap_server, args.command_config,
+                        timeout_s=args.timeout, progress=progress)
 
 
 def open_backend(sandbox: str | Path | None = None, bootstrap_servers: str | None = None,

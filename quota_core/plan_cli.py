@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from .audit import AuditLog, cluster_fields, default_audit_path, os_user
-from .connect import open_backend
+from .connect import add_backend_arguments, open_backend_from
 from .errors import (AlterationError, ConcurrentChange, OutcomeUnknown, ParseError,
                      QuotaError, ValidationError)
 from .output import FORMATS, entity_text, format_key_change, format_plan
@@ -36,13 +36,7 @@ class _Usage(Exception):
 
 
 def _where(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("where the quotas live (one of)")
-    g.add_argument("--bootstrap-server", metavar="HOST:PORT", help="a Kafka cluster")
-    g.add_argument("--command-config", metavar="FILE",
-                   help="Kafka client properties (security.protocol, sasl.*, ssl.*)")
-    g.add_argument("--sandbox", metavar="PATH", help="a local sandbox store (SQLite file)")
-    g.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="give up on an unreachable cluster after this long (default 10)")
+    add_backend_arguments(p)
     p.add_argument("--output", choices=FORMATS, default="text",
                    help="text (names as Kafka prints them), plain (raw names) or json")
 
@@ -117,9 +111,6 @@ def _read_text(path: Path) -> str:
                          f"{exc.start}).") from exc
 
 
-def _open(args: argparse.Namespace):
-    return open_backend(args.sandbox, args.bootstrap_server, args.command_config,
-                        timeout_s=args.timeout)
 
 
 def _location(args: argparse.Namespace) -> str:
@@ -160,7 +151,7 @@ def plan_main(argv: list[str], out: TextIO, err: TextIO) -> int:
             raise _Usage(f"--out {args.out} is the desired file itself: write the plan "
                          f"elsewhere, e.g. --out plan.json.")
         series = _series(args, err)
-        with _open(args) as backend:
+        with open_backend_from(args) as backend:
             current = backend.describe()
             cluster = cluster_fields(backend.info())
         plan = make_plan(current, desired, prune=args.prune)
@@ -236,7 +227,7 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     audit = AuditLog(args.audit_log or default_audit_path(os.environ))
     actor = args.actor or os_user()
     try:
-        with _open(args) as backend:
+        with open_backend_from(args) as backend:
             current = backend.describe()
             if plan.changes and quota_set_hash(current) == quota_set_hash(plan.after):
                 err.write(f"Nothing to apply: the cluster already holds the quota set {path} "
