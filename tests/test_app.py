@@ -13,9 +13,9 @@ from quota_core import Alteration, Entity
 from quota_core.audit import AuditLog
 from quota_core.demo import demo_quotas
 from quota_core.sandbox import SandboxBackend
+from tests.app_steps import APP, run_app, texts
 from ui.settings import AccessPolicy, access_policy, audit_path, connections, redact
 
-APP = Path(__file__).resolve().parent.parent / "app.py"
 ENV_VARS = ("QUOTA_SANDBOX", "QUOTA_BOOTSTRAP_SERVERS", "QUOTA_COMMAND_CONFIG",
             "QUOTA_CONNECTION_LABEL", "QUOTA_READ_ONLY", "QUOTA_EDITORS", "QUOTA_USER_HEADER",
             "QUOTA_TRUST_PROXY_HEADER", "QUOTA_LOCAL_MODE", "QUOTA_IDENTITY_CLAIM",
@@ -43,27 +43,6 @@ def sandbox(env, tmp_path) -> Path:
         backend.replace_all(demo_quotas())
     env.setenv("QUOTA_SANDBOX", str(path))
     return path
-
-
-def run_app(page: str | None = None, *, operator: str | None = None,
-            query: dict | None = None, secrets: dict | None = None) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    # Secrets given here replace any .streamlit/secrets.toml of the machine running the tests.
-    at.secrets.update(secrets or {"_tests": "isolated"})
-    if operator:
-        at.session_state["operator_name"] = operator
-    if query:
-        at.query_params.update(query)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    if page:
-        at.switch_page(page).run()
-        assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def texts(elements) -> list[str]:
-    return [e.value for e in elements]
 
 
 def ladder(at) -> str:

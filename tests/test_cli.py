@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from quota_core import CLIENT_KEYS, Alteration, Entity, Op, desanitize, sanitize
 from quota_core.cli import main
 from quota_core.sandbox import SandboxBackend
+from tests.cli_steps import run, sandbox_with, state
 from quota_core.spec import format_names
 
 E = Entity.of
@@ -77,25 +78,9 @@ connection_creation_rate=5
 """
 
 
-def run(*argv: str) -> tuple[int, str, str]:
-    """main() in-process; never a traceback, whatever happens."""
-    out, err = StringIO(), StringIO()
-    code = main(list(argv), out=out, err=err)
-    assert "Traceback" not in err.getvalue() and "Traceback" not in out.getvalue()
-    return code, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture
 def store(tmp_path) -> str:
-    path = tmp_path / "q.sqlite"
-    with SandboxBackend(path) as backend:
-        backend.replace_all(SEED)
-    return str(path)
-
-
-def state(path: str) -> dict:
-    with SandboxBackend(path) as backend:
-        return backend.describe()
+    return sandbox_with(tmp_path / "q.sqlite", SEED)
 
 
 @pytest.fixture(autouse=True)

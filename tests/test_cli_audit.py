@@ -5,24 +5,16 @@ from __future__ import annotations
 import getpass
 import json
 import os
-from io import StringIO
 from pathlib import Path
 
 import pytest
 
 from quota_core import Entity
 from quota_core.audit import DEFAULT_AUDIT_PATH, AuditLog, default_audit_path
-from quota_core.cli import main
 from quota_core.sandbox import SandboxBackend
+from tests.cli_steps import run, sandbox_with
 
 E = Entity.of
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = StringIO(), StringIO()
-    code = main(list(argv), out=out, err=err)
-    assert "Traceback" not in err.getvalue() + out.getvalue()
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture
@@ -34,10 +26,7 @@ def log(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture
 def store(tmp_path) -> str:
-    path = tmp_path / "q.sqlite"
-    with SandboxBackend(path) as backend:
-        backend.replace_all({E(user="alice"): {"producer_byte_rate": 1e6}})
-    return str(path)
+    return sandbox_with(tmp_path / "q.sqlite", {E(user="alice"): {"producer_byte_rate": 1e6}})
 
 
 def test_default_path_is_shared_with_the_dashboard(tmp_path):

@@ -15,9 +15,10 @@ from quota_core.demo import demo_quotas
 from quota_core.sandbox import SandboxBackend
 from ui.identity import (LOCAL, LOCAL_MODE_NOTICE, NONE, PROXY, SIGNIN, Identity, access_mode,
                          identify, is_loopback, may_edit, setup_banner)
+from tests import app_steps
+from tests.app_steps import APP, texts
 from ui.settings import AccessPolicy, access_policy
 
-APP = Path(__file__).resolve().parent.parent / "app.py"
 MiB = 1024 * 1024
 AUTH = {"redirect_uri": "http://127.0.0.1:8501/oauth2callback", "cookie_secret": "s" * 32,
         "client_id": "quota-console", "client_secret": "x",
@@ -231,21 +232,9 @@ def sandbox(monkeypatch, tmp_path) -> Path:
 
 
 def run_app(page=None, *, secrets=None, user=None, operator=None) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    at.secrets.update(secrets or {"_tests": "isolated"})
-    at.user = dict(user if user is not None else {})
-    if operator:
-        at.session_state["operator_name"] = operator
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    if page:
-        at.switch_page(page).run()
-        assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def texts(elements) -> list[str]:
-    return [e.value for e in elements]
+    """Signed out unless ``user`` is given."""
+    return app_steps.run_app(page, secrets=secrets, operator=operator,
+                             user=user if user is not None else {})
 
 
 SIGNIN_SECRETS = {"auth": AUTH, "access": {"editors": ["alice@example.test"]}}

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import math
-from io import StringIO
 from pathlib import Path
 
 import pytest
 
 from quota_core import Entity
 from quota_core.audit import AuditLog
-from quota_core.cli import main
 from quota_core.errors import AlterationError, ParseError
 from quota_core.plan import (PLAN_FORMAT, make_plan, plan_document, plan_impact, quota_set_hash,
                              read_plan)
 from quota_core.sandbox import SandboxBackend
+from tests.cli_steps import run, sandbox_with, state
 from quota_core.serialization import dumps, read_quota_file
 
 E = Entity.of
@@ -28,13 +27,6 @@ CURRENT = {
 }
 
 
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = StringIO(), StringIO()
-    code = main(list(argv), out=out, err=err)
-    assert "Traceback" not in err.getvalue() + out.getvalue()
-    return code, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture(autouse=True)
 def audit_log(tmp_path, monkeypatch) -> Path:
     path = tmp_path / "audit.jsonl"
@@ -44,15 +36,7 @@ def audit_log(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture
 def store(tmp_path) -> str:
-    path = tmp_path / "q.sqlite"
-    with SandboxBackend(path) as backend:
-        backend.replace_all(CURRENT)
-    return str(path)
-
-
-def state(path: str) -> dict:
-    with SandboxBackend(path) as backend:
-        return backend.describe()
+    return sandbox_with(tmp_path / "q.sqlite", CURRENT)
 
 
 # -- the pure plan ---------------------------------------------------------------------------

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import math
 
-import pytest
-
-from quota_core import EntityFilter, QuotaError
+from quota_core import QuotaError
 from quota_core.sandbox import SandboxBackend
 
 from .differential import Step, generated_steps

@@ -1,0 +1,33 @@
+"""The dashboard tests' shared step: the app in Streamlit's AppTest, optionally on a page."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = Path(__file__).resolve().parent.parent / "app.py"
+
+
+def run_app(page: str | None = None, *, operator: str | None = None, query: dict | None = None,
+            secrets: dict | None = None, user: dict | None = None) -> AppTest:
+    """The app run once (then switched to ``page``), with no exception on the way. ``user``
+    is the signed-in user's claims (``st.user``), left as AppTest's own when None."""
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    # Secrets given here replace any .streamlit/secrets.toml of the machine running the tests.
+    at.secrets.update(secrets or {"_tests": "isolated"})
+    if user is not None:
+        at.user = dict(user)
+    if operator:
+        at.session_state["operator_name"] = operator
+    if query:
+        at.query_params.update(query)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    if page:
+        at.switch_page(page).run()
+        assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(elements) -> list[str]:
+    return [e.value for e in elements]
