@@ -90,6 +90,15 @@ def timed_rerun(page, action, done_js: str) -> float:
     return (time.perf_counter() - start) * 1000
 
 
+def typed_reruns(page, label: str, runs: int, value, param: str) -> list[float]:
+    """``runs`` reruns, each timed from typing ``value(i)`` into the box labelled ``label``
+    (and Enter) until the URL carries it as ``param``: the page has answered."""
+    box = page.get_by_label(label, exact=True)
+    return [timed_rerun(page, lambda text=value(i): (box.fill(text), box.press("Enter")),
+                        f"() => location.search.includes('{param}={value(i)}')")
+            for i in range(runs)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=100_000)
@@ -126,19 +135,10 @@ def main() -> int:
             floor = [timed_load(page, bare_url, "input") for _ in range(args.runs)]
             full = [timed_load(page, f"{app_url}/?user=u1&client_id=c1", ".qc-ladder")
                     for _ in range(args.runs)]
-            box = page.get_by_label("Client id", exact=True)
-            resolve = []
-            for i in range(args.runs):
-                resolve.append(timed_rerun(
-                    page, lambda i=i: (box.fill(f"c{i + 2}"), box.press("Enter")),
-                    f"() => location.search.includes('client_id=c{i + 2}')"))
+            resolve = typed_reruns(page, "Client id", args.runs, lambda i: f"c{i + 2}",
+                                   "client_id")
             timed_load(page, f"{app_url}/browse", "[data-testid=stDataFrame]")
-            search = page.get_by_label("Search names", exact=True)
-            browse = []
-            for i in range(args.runs):
-                browse.append(timed_rerun(
-                    page, lambda i=i: (search.fill(f"user-{i:04d}"), search.press("Enter")),
-                    f"() => location.search.includes('q=user-{i:04d}')"))
+            browse = typed_reruns(page, "Search names", args.runs, lambda i: f"user-{i:04d}", "q")
             browser.close()
     finally:
         for proc in servers:
