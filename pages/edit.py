@@ -21,6 +21,7 @@ from quota_core.keys import QUOTA_KEYS, keys_for
 from quota_core.workflow import apply_change, preview
 from ui.render import KEY_ORDER, editable_text, exact_text, traffic_rows
 from ui.history import places as history_places
+from ui.history import WHAT_IF_COLUMNS
 from ui.history import windows as history_windows
 from ui.live import feed
 from ui.session import context, editing_gate, registry, secrets_dict
@@ -155,7 +156,8 @@ def _history_what_if(change):
         return None
     now = ctx.snapshot.quotas
     after = apply_alteration(now, change)
-    return history_what_if(history_windows(str(where.analysis), where.version), now, after)
+    samples = history_windows(str(where.analysis), where.version, WHAT_IF_COLUMNS)
+    return history_what_if(samples, now, after)
 
 
 def _clear_all() -> None:

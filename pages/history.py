@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import time
 
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from quota_core.entities import entity_from_json
 from quota_core.history import client_label, duration_text, throttle_heatmap
 from quota_core.units import format_quota
-from ui.history import job_log, job_running, places, start_job, tables, windows
+from ui.history import (BUCKET_COLUMNS, HEATMAP_COLUMNS, job_log, job_running, places, start_job,
+                        tables, windows)
 from ui.session import context, secrets_dict
 
 ctx = context()
@@ -105,8 +107,8 @@ if not entries.empty:
     g2.plotly_chart(fig, key="hi_top_entries")
 
 # -- heatmap by hour and client -----------------------------------------------------------------
-w = windows(str(where.analysis), where.version)
-heat = throttle_heatmap(w)
+heat = throttle_heatmap(windows(str(where.analysis), where.version, HEATMAP_COLUMNS,
+                                over_only=True))
 if not heat.empty:
     fig = go.Figure(go.Heatmap(z=heat.to_numpy() / 60, x=list(heat.columns), y=list(heat.index),
                                colorscale="Reds", colorbar=dict(title="min over quota"),
@@ -123,9 +125,8 @@ choices = [(u, c, k) for u, c, k in zip(top["user"], top["client_id"], top["key"
 if choices:
     pick = st.selectbox("Bucket", choices, key="hi_bucket",
                         format_func=lambda t: f"{client_label(t[0], t[1])} · {t[2]}")
-    u, c, k = pick
-    sel = w[(w["key"] == k) & ((w["user"] == u) if u == u and u is not None else w["user"].isna())
-            & ((w["client_id"] == c) if c == c and c is not None else w["client_id"].isna())]
+    u, c, k = (None if pd.isna(x) else x for x in pick)
+    sel = windows(str(where.analysis), where.version, BUCKET_COLUMNS, bucket=(u, c, k))
     fig = go.Figure()
     for broker, part in sel.sort_values("ts").groupby("broker"):
         fig.add_scatter(x=part["ts"], y=part["rate"], mode="lines", name=f"{broker} rate")

@@ -57,6 +57,13 @@ def test_history_page_shows_who_was_throttled(app_env):
     charts = at.get("plotly_chart")
     assert len(charts) == 4  # top clients, top entries, heatmap, one bucket over time
     assert at.selectbox(key="hi_bucket").options
+    import json
+
+    heatmap, bucket = (json.loads(c.proto.spec)["data"] for c in charts[2:])
+    assert heatmap[0]["type"] == "heatmap" and heatmap[0]["y"]
+    # the chosen bucket's rate per broker and its quota, each with points
+    assert len(bucket) >= 2 and all(len(trace["x"]) > 0 for trace in bucket)
+    assert bucket[-1]["name"] == "quota"
 
 
 def test_edit_preview_judges_a_change_against_the_history(app_env):
@@ -68,3 +75,30 @@ def test_edit_preview_judges_a_change_against_the_history(app_env):
     assert not at.exception, [e.value for e in at.exception]
     said = " ".join(i.value for i in at.info)
     assert "Over the recorded 6 h" in said and "would have been throttled" in said
+
+
+def test_the_pages_read_only_the_samples_they_show(analysed):
+    """The heatmap reads the samples over quota, a bucket's chart that bucket's samples, the
+    what-if six columns: the same rows the whole table filtered in pandas gives."""
+    import pandas as pd
+
+    from ui.history import BUCKET_COLUMNS, HEATMAP_COLUMNS, WHAT_IF_COLUMNS, windows
+
+    where = str(analysed / "analysis")
+    whole = pd.read_parquet(Path(where) / "windows")
+    over = windows(where, 0.0, HEATMAP_COLUMNS, over_only=True)
+    assert list(over.columns) == list(HEATMAP_COLUMNS)
+    assert 0 < len(over) == int(whole["over_quota"].sum()) < len(whole)
+    assert over["over_quota"].all()
+    # a bucket without a client-id tag, and one with both tags: nulls are matched as nulls
+    for no_client in (True, False):
+        rows = whole[whole["client_id"].isna() == no_client].iloc[0]
+        u, c, k = (None if pd.isna(x) else x for x in (rows["user"], rows["client_id"],
+                                                         rows["key"]))
+        got = windows(where, 0.0, BUCKET_COLUMNS, bucket=(u, c, k))
+        same = whole[(whole["key"] == k)
+                     & (whole["user"].isna() if u is None else whole["user"] == u)
+                     & (whole["client_id"].isna() if c is None else whole["client_id"] == c)]
+        assert len(got) == len(same) > 0
+        assert sorted(got["rate"]) == sorted(same["rate"])
+    assert list(windows(where, 0.0, WHAT_IF_COLUMNS).columns) == list(WHAT_IF_COLUMNS)

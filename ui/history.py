@@ -34,11 +34,33 @@ def tables(analysis: str, version: float) -> dict:
     return {t: pd.read_parquet(Path(analysis) / t) for t in TABLES if t != "windows"}
 
 
-@st.cache_data(show_spinner="Reading the samples…", max_entries=2)
-def windows(analysis: str, version: float):
-    import pandas as pd
+#: What each reader of the per-sample table needs of it: a few of its 15 columns, and for the
+#: heatmap and one bucket's chart a few of its rows. At millions of samples the whole table
+#: would not fit a dashboard (and the cache copies what it returns on every rerun).
+WHAT_IF_COLUMNS = ("ts", "user", "client_id", "key", "rate", "interval_s")
+HEATMAP_COLUMNS = ("ts", "user", "client_id", "interval_s", "over_quota")
+BUCKET_COLUMNS = ("ts", "broker", "rate", "quota")
 
-    return pd.read_parquet(Path(analysis) / "windows")
+
+@st.cache_data(show_spinner="Reading the samples…", max_entries=8)
+def windows(analysis: str, version: float, columns: tuple[str, ...], over_only: bool = False,
+            bucket: tuple[str | None, str | None, str] | None = None):
+    """``columns`` of the samples in the analysis' windows table: only those over quota
+    (``over_only``), or only those of one ``bucket`` (user, client id, key; None: no such
+    tag)."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    where = None
+    if over_only:
+        where = ds.field("over_quota")
+    if bucket is not None:
+        user, client_id, key = bucket
+        for column, value in (("user", user), ("client_id", client_id), ("key", key)):
+            test = ds.field(column).is_null() if value is None else ds.field(column) == value
+            where = test if where is None else where & test
+    return pq.read_table(Path(analysis) / "windows", columns=list(columns),
+                         filters=where).to_pandas()
 
 
 def job_running(p: Places) -> bool:
