@@ -20,9 +20,7 @@ from quota_core.live import clients_seen
 from quota_core.keys import QUOTA_KEYS, keys_for
 from quota_core.workflow import apply_change, preview
 from ui.render import KEY_ORDER, editable_text, exact_text, traffic_rows
-from ui.history import places as history_places
-from ui.history import WHAT_IF_COLUMNS
-from ui.history import windows as history_windows
+from ui.history import WHAT_IF_COLUMNS, places as history_places, windows as history_windows
 from ui.live import feed
 from ui.session import context, editing_gate, registry, secrets_dict
 

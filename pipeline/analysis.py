@@ -24,12 +24,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .columns import estimated_throttle_ms, integral_keys, over_quota, utilisation
-from .resolve import attach_quotas, resolution_frame
+from .resolve import attach_quotas, bucket_hash, distinct_over
 from .snapshots import QuotaVersions
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame
 
 __all__ = ["TABLES", "NAMES_SCHEMA", "windows", "bucket_id", "bucket_names", "per_level",
            "by_client", "by_entry", "what_if", "sizing"]
@@ -68,20 +68,17 @@ def windows(keyed: "DataFrame", buckets: "pd.DataFrame", versions: QuotaVersions
     )
 
 
-def bucket_id(spark: "SparkSession", buckets: "pd.DataFrame") -> "Column":
+def bucket_id(names: "DataFrame") -> "Column":
     """A column identifying a sample's bucket (user, client_id, key): a 64-bit hash when it is
-    distinct over ``buckets`` (the distinct buckets, checked here), else the three columns.
+    distinct over the buckets of ``names`` (:data:`NAMES_SCHEMA`; checked here), else the
+    three columns.
 
-    Grouping 10M samples by one long rather than three strings is much of per_level's time.
-    The null flags keep ``(u, null)`` apart from ``(null, u)`` (xxhash64 skips nulls)."""
+    Grouping 10M samples by one long rather than three strings is much of per_level's time."""
     from pyspark.sql import functions as F
 
-    hashed = F.xxhash64("user", "client_id", "key", F.isnull("user"), F.isnull("client_id"))
-    distinct = buckets[BUCKET].drop_duplicates().astype(object)
-    frame = spark.createDataFrame(distinct.where(distinct.notna(), None),
-                                  "user string, client_id string, key string")
-    unique = frame.select(F.count_distinct(hashed) == F.count(F.lit(1))).first()[0]
-    return hashed if unique else F.struct(*BUCKET)
+    hashed = bucket_hash(*BUCKET)
+    return hashed if distinct_over(names.select(*BUCKET).distinct(), hashed) \
+        else F.struct(*BUCKET)
 
 
 def bucket_names(buckets: "pd.DataFrame", table: "pd.DataFrame") -> "pd.DataFrame":
@@ -224,25 +221,20 @@ def what_if(win: "DataFrame", proposed: QuotaVersions) -> "DataFrame":
     """
     from pyspark.sql import functions as F
 
-    base = win.withColumn("version", F.lit(0))
-    buckets = win.select("user", "client_id", "key").distinct().toPandas().assign(version=0)
-    table = resolution_frame(win.sparkSession, buckets, proposed).select(
-        "r_user", "r_client_id", "r_key",
-        F.col("quota").alias("quota_after"), F.col("level").alias("level_after"),
-        F.col("source").alias("source_after"))
-    cond = [base["user"].eqNullSafe(table["r_user"]),
-            base["client_id"].eqNullSafe(table["r_client_id"]),
-            base["key"] == table["r_key"]]
-    joined = base.join(table, cond, "left")
-    over_after = over_quota(F.col("rate"), F.col("quota_after"))
+    # The proposal is version 0 of its own; the history's quota and source are kept apart.
+    base = win.select(*BUCKET, "ts", "rate", "interval_s", "over_quota",
+                      F.col("quota").alias("quota_was"), F.col("source").alias("source_was"),
+                      F.lit(0).alias("version"))
+    buckets = win.select(*BUCKET).distinct().toPandas().assign(version=0)
+    joined = attach_quotas(base, buckets, proposed)
     out = joined.groupBy(*BUCKET).agg(
         _throttled_s(F.col("over_quota")).alias("throttled_s_before"),
-        _throttled_s(over_after).alias("throttled_s_after"),
-        F.max_by("quota", "ts").alias("quota_before"),
-        F.max_by("source", "ts").alias("source_before"),
-        F.first("quota_after", ignorenulls=True).alias("quota_after"),
-        F.max("level_after").alias("level_after"),
-        F.first("source_after", ignorenulls=True).alias("source_after"),
+        _throttled_s(over_quota(F.col("rate"), F.col("quota"))).alias("throttled_s_after"),
+        F.max_by("quota_was", "ts").alias("quota_before"),
+        F.max_by("source_was", "ts").alias("source_before"),
+        F.first("quota", ignorenulls=True).alias("quota_after"),
+        F.max("level").alias("level_after"),
+        F.first("source", ignorenulls=True).alias("source_after"),
     )
     before, after = F.col("throttled_s_before"), F.col("throttled_s_after")
     return out.select(*out.columns,

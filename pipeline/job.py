@@ -90,9 +90,8 @@ def build_windows(inputs: Inputs) -> tuple["DataFrame", "pd.DataFrame"]:
 
 def summary_levels(win: "DataFrame", names: "pd.DataFrame") -> "DataFrame":
     """analysis.per_level of ``win``, lazily, with ``names`` from :func:`build_windows`."""
-    spark = win.sparkSession
-    return analysis.per_level(win, analysis.bucket_id(spark, names),
-                              spark.createDataFrame(names, analysis.NAMES_SCHEMA))
+    frame = win.sparkSession.createDataFrame(names, analysis.NAMES_SCHEMA)
+    return analysis.per_level(win, analysis.bucket_id(frame), frame)
 
 
 def derived_tables(win: "DataFrame", levels: "DataFrame", what_if: QuotaSet | None = None

@@ -18,7 +18,7 @@ from .spark_errors import translating
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-__all__ = ["WINDOWS_OPTIONS", "check_out", "staged", "write_table", "write_tables"]
+__all__ = ["WINDOWS_OPTIONS", "check_out", "staged", "write_table"]
 
 #: Parquet writer settings for windows, whose text columns user, client_id and source have
 #: about one distinct value per bucket: a dictionary of them outgrows its page and is
@@ -79,11 +79,3 @@ def write_table(df: "DataFrame", tmp: Path, name: str,
         df.write.options(**(options or {})).parquet(where)
     return where
 
-
-def write_tables(tables: Mapping[str, "DataFrame"], out: str, overwrite: bool = False,
-                 progress: Callable[[str], None] = lambda line: None) -> Path:
-    """Write each table as Parquet to ``out/<name>``; all appear at once or none do."""
-    with staged(out, overwrite) as tmp:
-        for name, df in tables.items():
-            write_table(df, tmp, name, progress)
-    return _local(out)

@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = ["KEYS", "RESOLUTION_SCHEMA", "resolve_buckets", "distinct_buckets", "resolution_table",
-           "resolution_frame", "bucket_version_key", "with_key", "attach_quotas"]
+           "resolution_frame", "bucket_hash", "distinct_over", "bucket_version_key", "with_key",
+           "attach_quotas"]
 
 #: The keys samples can be bound by, in KEY_FOR_TYPE's order.
 KEYS: tuple[str, ...] = tuple(KEY_FOR_TYPE.values())
@@ -102,29 +103,40 @@ def resolution_table(buckets: "pd.DataFrame", versions: QuotaVersions) -> "pd.Da
     return table
 
 
-def resolution_frame(spark: "SparkSession", buckets: "pd.DataFrame",
-                     versions: QuotaVersions, table: "pd.DataFrame | None" = None
-                     ) -> "DataFrame":
-    """The resolution table (a Spark DataFrame, broadcast when small) for ``buckets``, or of
-    ``table`` when :func:`resolution_table` was already made."""
+def resolution_frame(spark: "SparkSession", table: "pd.DataFrame") -> "DataFrame":
+    """``table`` (from :func:`resolution_table`) as a Spark DataFrame, broadcast when small,
+    with ``r_join``, its :func:`bucket_version_key`."""
     from pyspark.sql import functions as F
 
-    if table is None:
-        table = resolution_table(buckets, versions)
     # pyarrow turns NaN into null on the way in: unlimited (level 0) has a null quota, and so
     # does an entry set to NaN (a broker accepts it; it never throttles).
-    frame = spark.createDataFrame(table, RESOLUTION_SCHEMA)
+    frame = spark.createDataFrame(table, RESOLUTION_SCHEMA).withColumn(
+        "r_join", bucket_version_key("r_user", "r_client_id", "r_key", "r_version"))
     return F.broadcast(frame) if len(table) <= BROADCAST_ROWS else frame
 
 
-def bucket_version_key(user: str, client_id: str, key: str, version: str) -> "Column":
-    """One 64-bit join key for a (bucket, version): a hash of the four columns named, null
-    when key or version is null (nothing to join). The null flags keep ``(u, null)`` apart
-    from ``(null, u)`` (xxhash64 skips nulls)."""
+def bucket_hash(user: str, client_id: str, key: str, *more: "Column") -> "Column":
+    """A 64-bit hash of a bucket (the columns named) and ``more``. The null flags keep
+    ``(u, null)`` apart from ``(null, u)`` (xxhash64 skips nulls)."""
     from pyspark.sql import functions as F
 
-    hashed = F.xxhash64(user, client_id, key, F.col(version).cast("int"), F.isnull(user),
-                        F.isnull(client_id))
+    return F.xxhash64(user, client_id, key, *more, F.isnull(user), F.isnull(client_id))
+
+
+def distinct_over(frame: "DataFrame", column: "Column") -> bool:
+    """Whether ``column`` takes a different value on every row of ``frame`` (one small job):
+    a hash used as a key must be checked so, or fall back to the columns it hashes."""
+    from pyspark.sql import functions as F
+
+    return bool(frame.select(F.count_distinct(column) == F.count(F.lit(1))).first()[0])
+
+
+def bucket_version_key(user: str, client_id: str, key: str, version: str) -> "Column":
+    """One 64-bit join key for a (bucket, version), over the four columns named; null when
+    key or version is null (nothing to join)."""
+    from pyspark.sql import functions as F
+
+    hashed = bucket_hash(user, client_id, key, F.col(version).cast("int"))
     return F.when(F.col(key).isNotNull() & F.col(version).isNotNull(), hashed)
 
 
@@ -149,10 +161,8 @@ def attach_quotas(keyed: "DataFrame", buckets: "pd.DataFrame", versions: QuotaVe
 
     if table is None:
         table = resolution_table(buckets, versions)
-    frame = keyed.sparkSession.createDataFrame(table, RESOLUTION_SCHEMA).withColumn(
-        "r_join", bucket_version_key("r_user", "r_client_id", "r_key", "r_version"))
-    right = F.broadcast(frame) if len(table) <= BROADCAST_ROWS else frame
-    if frame.select(F.count_distinct("r_join") == F.count(F.lit(1))).first()[0]:
+    frame = resolution_frame(keyed.sparkSession, table)
+    if distinct_over(frame, F.col("r_join")):
         left = keyed.withColumn("s_join", bucket_version_key("user", "client_id", "key",
                                                              "version"))
         cond = F.col("s_join") == F.col("r_join")
@@ -161,5 +171,5 @@ def attach_quotas(keyed: "DataFrame", buckets: "pd.DataFrame", versions: QuotaVe
         cond = (F.col("user").eqNullSafe(F.col("r_user"))
                 & F.col("client_id").eqNullSafe(F.col("r_client_id"))
                 & (F.col("version") == F.col("r_version")) & (F.col("key") == F.col("r_key")))
-    joined = left.join(right, cond, "left")
+    joined = left.join(frame, cond, "left")
     return joined.drop("r_user", "r_client_id", "r_version", "r_key", "s_join", "r_join")
