@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from .alterations import AlterOutcome, Alteration
 from .entities import Entity
 from .filters import EntityFilter
 from .validation import validate_alterations
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .throttle import QuotaWindow
 
 __all__ = ["QuotaBackend", "ClusterInfo", "QuotaSet", "checked_alter"]
 
@@ -67,6 +70,14 @@ class QuotaBackend(ABC):
     def describe_entity(self, entity: Entity) -> dict[str, float]:
         """The quotas of exactly this entity ({} when it has none)."""
         return self.describe(EntityFilter.for_entity(entity)).get(entity, {})
+
+    def quota_window(self) -> "QuotaWindow":
+        """The brokers' quota window (``quota.window.num`` × ``quota.window.size.seconds``).
+        A backend without brokers (the sandbox) has Kafka's defaults, 11 × 1 s, and says so
+        in the window's ``source``."""
+        from .throttle import QuotaWindow
+
+        return QuotaWindow(source="Kafka's defaults: the sandbox has no brokers")
 
 
 def checked_alter(backend: QuotaBackend, alterations: Sequence[Alteration],
