@@ -170,6 +170,20 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
                                                       r.client.client_id or "", quotas)
                         if row.key == k]
                 lines += [_live_text(k, row) for row in sorted(mine, key=lambda x: x.broker)]
+                if quotas is not None:
+                    from .live import other_buckets
+
+                    name = _plain_name if fmt == "plain" else sanitize
+                    for row in sorted(other_buckets(live, r.client.user or "",
+                                                    r.client.client_id or "", quotas),
+                                      key=lambda x: (x.user or "", x.client_id or "", x.broker)):
+                        if row.key != k:
+                            continue
+                        tags = ", ".join(f"{t}={name(n)}" for t, n in row.bucket.items()
+                                         if n is not None)
+                        lines.append(_live_text(k, row).replace(
+                            "  live ", f"  another bucket {{{tags}}} on ", 1)
+                            + ": not this client's")
         if len(resolutions) > 1:
             lines.insert(0, _client_header(r, fmt))
         blocks.append("".join(line + "\n" for line in lines))

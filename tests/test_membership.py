@@ -114,7 +114,8 @@ def test_cli_resolve_metrics_json_reports_only_the_own_bucket(tmp_path):
         [({"user": "alice", "client-id": None}, True)]
     text = output.format_resolutions([resolve(QUOTAS, "alice", "checkout-api")], "text",
                                      rows, QUOTAS)
-    assert "throttled" not in text.replace("not throttled", "")
+    own = [line for line in text.splitlines() if line.startswith("  live ")]
+    assert own and all("throttled" not in line.replace("not throttled", "") for line in own)
 
 
 def test_throttled_marks_an_old_shape_bucket():
@@ -181,3 +182,53 @@ def test_cli_resolve_metrics_on_a_client_beside_a_throttled_shared_bucket(tmp_pa
     live = json.loads(out)["quotas"][P]["live"]
     assert live["throttled"] is True
     assert [b["bucket"] for b in live["brokers"]] == [{"user": "alice", "client-id": None}]
+
+
+def test_current_matches_trying_every_known_name():
+    """The shortcut in Membership.current (try one unknown name) against trying them all."""
+    import itertools
+    import random
+
+    from quota_core import ladder
+
+    rng = random.Random(7)
+    users, clients = ["a", "b"], ["x", "y"]
+    for _ in range(300):
+        quotas = {}
+        for r in ladder.LADDER:
+            if rng.random() < 0.4:
+                quotas[r.entity_for(rng.choice(users), rng.choice(clients))] = {P: 1.0}
+        m = Membership(quotas)
+        everyone = list(itertools.product(users + ["fresh"], clients + ["fresh", ""]))
+        held = {m.tags(P, u, c) for u, c in everyone}
+        for tags in [(u, None) for u in users] + [(None, c) for c in clients] + \
+                [(u, c) for u in users for c in clients]:
+            assert m.current(P, tags) is (tags in held), (quotas, tags)
+
+
+def test_edit_preview_does_not_judge_a_bucket_its_clients_leave():
+    """Edit/Plan previews at today's rates: removing {user=alice} for a client-id default
+    empties alice's user bucket (her clients move to client-id buckets): not "freed"."""
+    from quota_core.live import traffic_impact
+    from ui.render import traffic_rows
+
+    before = {E(user="alice"): {P: 1 * MiB}}
+    after = {E(client_id=None): {P: 1 * MiB}}
+    series = [S("b1", "produce", "byte-rate", "alice", None, 3 * MiB),
+              S("b1", "produce", "throttle-time", "alice", None, 900.0)]
+    [change] = traffic_impact(before, after, series)
+    assert change.verdict == "clients move to another bucket"
+    assert traffic_rows([change])[0]["verdict"] == "clients move to another bucket"
+
+
+def test_cli_text_lists_the_other_bucket_apart():
+    from quota_core import output, resolve
+
+    rows = join_usage(SERIES, QUOTAS)
+    text = output.format_resolutions([resolve(QUOTAS, "alice", "checkout-api")], "plain",
+                                     rows, QUOTAS)
+    lines = [line for line in text.splitlines() if line.startswith("  ")]
+    assert any(line.startswith("  live b1:") and line.endswith("not throttled") for line in lines)
+    [other] = [line for line in lines if "another bucket" in line]
+    assert other.startswith("  another bucket {user=alice} on b1:")
+    assert "throttled 180 ms" in other and other.endswith(": not this client's")
