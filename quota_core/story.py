@@ -60,8 +60,8 @@ def _status(v: KeyVerdict) -> Sentence | None:
     claims = {"subject": "client", "bucket": v.bucket}
     who = _client(v)
     who = who[0].upper() + who[1:]
-    if v.brokers is None:
-        return None
+    if v.brokers is None or (not v.brokers and v.limit is None):
+        return None  # no live figures, or an unlimited key nobody uses: nothing to say
     if not v.brokers:
         return Sentence(STATUS, f"{who} is not throttled on {v.key} now: no broker reports "
                                 f"traffic in its bucket {_bucket(v.bucket)}.",
