@@ -18,7 +18,7 @@ Everything here is derived from the ladder table at call time, never copied.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence, TypeVar
+from typing import Iterable, Mapping, TypeVar
 
 from . import ladder
 from .entities import CLIENT_ID, USER, Entity
@@ -29,7 +29,7 @@ __all__ = ["Tags", "Membership", "bucket_tags", "split_rows", "kind_of_tags"]
 Tags = tuple[str | None, str | None]
 #: A name no entry can hold (entity names are non-empty strings without NUL in practice):
 #: stands for "any name without an entry of its own".
-_FRESH = "\x00any"
+UNNAMED = "\x00any"
 
 R = TypeVar("R")
 
@@ -111,9 +111,9 @@ class Membership:
         if u is not None and c is not None:
             return self.tags(key, u, c) == tags
         if u is not None:
-            return any(self.tags(key, u, cc) == tags for cc in (_FRESH, ""))
+            return any(self.tags(key, u, cc) == tags for cc in (UNNAMED, ""))
         if c is not None:
-            return self.tags(key, _FRESH, c) == tags
+            return self.tags(key, UNNAMED, c) == tags
         return False
 
     def sharers(self, key: str, tags: Tags) -> str:
@@ -157,17 +157,3 @@ def split_rows(rows: Iterable[R], membership: Membership, user: str, client_id: 
                 (tags[1] is not None and tags[1] == client_id):
             others.append(r)
     return own, others
-
-
-def names_in(quotas: Mapping[Entity, Mapping[str, float]], seen: Sequence[Tags] = ()
-             ) -> tuple[set[str], set[str]]:
-    """Every user and client id name the console knows: entries and live buckets."""
-    users = {e.name(USER) for e in quotas if e.has(USER) and e.name(USER) is not None}
-    clients = {e.name(CLIENT_ID) for e in quotas
-               if e.has(CLIENT_ID) and e.name(CLIENT_ID) is not None}
-    for u, c in seen:
-        if u:
-            users.add(u)
-        if c:
-            clients.add(c)
-    return users, clients  # type: ignore[return-value]

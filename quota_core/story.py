@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .entities import CLIENT_ID, USER, Entity
+from .entities import Entity
 from .membership import Tags
 from .units import format_quota, format_rate
 from .verdict import BrokerFigure, KeyVerdict, tags_entity

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 from . import ladder
 from .entities import CLIENT_ID, USER, Entity
-from .membership import Membership, Tags, kind_of_tags, split_rows
+from .membership import UNNAMED, Membership, Tags, kind_of_tags, split_rows
 from .resolution import Resolution
 from .shadows import applies_to_other_client_ids
 from .throttle import DEFAULT_WINDOW, QuotaWindow
@@ -21,8 +21,6 @@ from .throttle import DEFAULT_WINDOW, QuotaWindow
 __all__ = ["BrokerFigure", "OtherBucket", "KeyVerdict", "key_verdict", "verdicts",
            "tags_entity"]
 
-#: Stands for a client id (or user) the console knows nothing about.
-_FRESH = "\x00any"
 
 
 def tags_entity(tags: Tags) -> Entity:
@@ -146,13 +144,13 @@ def _members(members: Membership, key: str, tags: Tags, user: str, client_id: st
         named = sorted(cc for cc in known_clients if cc != client_id
                        and members.tags(key, u, cc) == tags)
         parts = [repr(n) for n in named]
-        if members.tags(key, u, _FRESH) == tags:
+        if members.tags(key, u, UNNAMED) == tags:
             parts.append("any client id without an entry of its own")
         return (f"shared by the client ids of user {u!r}: "
                 + (", ".join(parts) if parts else "none the console knows"))
     named = sorted(uu for uu in known_users if uu != user and members.tags(key, uu, c) == tags)
     parts = [repr(n) for n in named]
-    if members.tags(key, _FRESH, c) == tags:
+    if members.tags(key, UNNAMED, c) == tags:
         parts.append("any user without an entry of their own")
     return (f"shared by the users running client id {c!r}: "
             + (", ".join(parts) if parts else "none the console knows"))

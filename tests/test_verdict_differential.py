@@ -24,8 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from quota_core import Alteration, Entity, Op, resolve
-from quota_core.backend import checked_alter
+from quota_core import Entity, resolve
 from quota_core.live import join_usage
 from quota_core.membership import Membership
 from quota_core.metrics import scrape
