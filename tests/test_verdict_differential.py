@@ -116,7 +116,12 @@ def random_set(seed: int):
         limit = resolve(quotas, java.user, java.client_id).keys[P].value
         if limit is not None and limit < 3 * java.rate_kib * KiB:
             roster[0] = Client(java.user, java.client_id, java.rate_kib, java=False)
-        if ok and entries:
+        expected = set()
+        for c in roster:
+            bucket_limit = resolve(quotas, c.user, c.client_id).keys[P].value
+            total = totals[members.tags(P, c.user, c.client_id)] * KiB
+            expected.add(bucket_limit is not None and total > bucket_limit)
+        if ok and entries and expected == {True, False}:  # both outcomes, every set
             return (f"seed {seed}", entries, roster)
     raise AssertionError(f"no usable quota set for seed {seed}")
 
