@@ -894,4 +894,7 @@ class KafkaBackend(QuotaBackend):
         except ValueError as exc:
             raise RequestRejected(f"The broker's quota window is not a number: {values}") \
                 from exc
-        return QuotaWindow(samples, size, f"broker {node}" if node is not None else "a broker")
+        where = f"broker {node}" if node is not None else "a broker"
+        if not all(values.get(k) for k in keys):
+            where = f"Kafka's defaults: {where} did not report {', '.join(keys)}"
+        return QuotaWindow(samples, size, where)

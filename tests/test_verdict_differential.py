@@ -156,6 +156,27 @@ def test_the_quota_window_is_read_from_the_broker(cluster):
     assert window.source == "broker 1"                    # read, not assumed
 
 
+def test_a_window_other_than_kafkas_defaults_is_read(tmp_path):
+    """A broker started with quota.window.num=5 and quota.window.size.seconds=2: the console
+    reads those (not the defaults), and its throttle arithmetic uses them."""
+    from localkafka import LocalBroker
+    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.throttle import estimate_throttle
+
+    broker = LocalBroker(tmp_path / "b", overrides={"quota.window.num": "5",
+                                                    "quota.window.size.seconds": "2"})
+    try:
+        broker.start(timeout=float(os.environ.get("LOCALKAFKA_START_TIMEOUT", "120")))
+        with KafkaBackend(broker.bootstrap) as backend:
+            window = backend.quota_window()
+    finally:
+        broker.stop()
+    assert (window.samples, window.sample_s, window.source) == (5, 2, "broker 1")
+    assert window.measured_ms == (8_000, 10_000)
+    # Twice the quota: one measured window of delay, (5 - 1) × 2 s.
+    assert estimate_throttle(P, 2.0, 1.0, window=window).throttle_ms == 8_000
+
+
 def java_producer(broker, tmp: Path, topic: str, c: Client, records: int) -> subprocess.Popen:
     """Kafka's ProducerPerformance as ``c.user``: ``records`` of 1 KiB at ``c.rate_kib``."""
     from localkafka import tool_argv
