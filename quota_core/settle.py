@@ -22,7 +22,7 @@ from .entities import Entity
 from .throttle import DEFAULT_WINDOW, QuotaWindow
 
 __all__ = ["SettleTime", "throttling_ends", "settle_text", "RecentChange", "recent_changes",
-           "changed_lately"]
+           "changed_lately", "after_change"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,3 +125,18 @@ def changed_lately(rows: Sequence[object], changes: Sequence[RecentChange]
                 marked[i] = change
                 break
     return marked
+
+
+def after_change(entity: Entity, keys: Iterable[str], rows: Sequence[object],
+                 window: QuotaWindow = DEFAULT_WINDOW, changed_at: float | None = None
+                 ) -> tuple[SettleTime, str]:
+    """What the Edit result says after ``entity``'s ``keys`` changed: when throttling of the
+    buckets it decides should end, counting the longest delay a broker is giving them now
+    (``rows``: the live :class:`~quota_core.live.BucketUsage` rows, may be empty)."""
+    import time
+
+    at = time.time() if changed_at is None else changed_at
+    hit = changed_lately(rows, [RecentChange(entity, frozenset(keys), at)])
+    worst = max((getattr(rows[i], "throttle_ms") or 0.0 for i in hit), default=0.0)
+    settle = throttling_ends(at, window, worst)
+    return settle, settle_text(settle, worst or None)

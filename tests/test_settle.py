@@ -79,3 +79,21 @@ def test_buckets_whose_quota_changed_in_the_last_window(tmp_path):
     mine = recent_changes([{"entity": Entity.of(user=None), "keys": [P],
                             "ts": now.timestamp() - 2}], now.timestamp())
     assert set(changed_lately([Row(P, "dave", None, 6), Row(P, "alice", None, 3)], mine)) == {0}
+
+
+@dataclass(frozen=True)
+class LiveRow(Row):
+    throttle_ms: float | None = None
+
+
+def test_after_a_change_the_edit_result_counts_the_delay_in_force():
+    from quota_core.settle import after_change
+
+    rows = [LiveRow(P, "alice", None, 3, 7400.0),       # {user=alice}: the delay in force
+            LiveRow(P, "bob", None, 6, 20_000.0)]       # another user's: not counted
+    settle, text = after_change(Entity.of(user="alice"), [P], rows, QuotaWindow(11, 1),
+                                changed_at=100.0)
+    assert settle.latest == 100.0 + 11 + 7.4
+    assert text.startswith("Throttling should end within about 18 s") and "7.4 s" in text
+    settle, text = after_change(Entity.of(user="carol"), [P], rows, changed_at=0.0)
+    assert settle.seconds == 11 and "delay" not in text
