@@ -112,7 +112,7 @@ st.html(ladder_html(resolution, keys))
 
 st.subheader("In plain words")
 for key in keys:
-    st.markdown(f"- **{key}** — {explain_key(resolution, key)}")
+    st.markdown(f"- **{key}** — {explain_key(resolution, key, quotas)}")
 if not resolution.client.is_ip:
     # Who shares the allowance and what to change, from the same verdict as the live panel;
     # escaped HTML, so names are shown as written, never as markup.

@@ -116,23 +116,37 @@ class Membership:
             return self.tags(key, UNNAMED, c) == tags
         return False
 
-    def sharers(self, key: str, tags: Tags) -> str:
-        """Who shares a bucket, in words: ``every client id of user 'alice' without an entry
-        of its own``."""
+    def excepted(self, key: str, tags: Tags) -> list[str]:
+        """For a shared bucket, the names an entry takes out of it: the client ids of its
+        user (or the users of its client id) that are in a bucket of their own."""
         u, c = tags
         index = self._for(key)
+        if u is not None and c is None:
+            return sorted(cc for cc in index.clients if self.tags(key, u, cc) != tags)
+        if c is not None and u is None:
+            return sorted(uu for uu in index.users if self.tags(key, uu, c) != tags)
+        return []
+
+    def sharers(self, key: str, tags: Tags) -> str:
+        """Who shares a bucket, in words: ``every client id of user 'alice' except
+        'checkout-api' (in a bucket of its own)``."""
+        u, c = tags
+        own = self.excepted(key, tags)
         if u is not None and c is not None:
             return f"only client id {c!r} of user {u!r}"
         if u is not None:
-            own = sorted(cc for cc in index.clients if self.tags(key, u, cc) != tags)
             but = "" if not own else \
-                f" except {', '.join(map(repr, own))} (in a bucket of their own)"
+                f" except {', '.join(map(repr, own))} (in a bucket of {_its(own)} own)"
             return f"every client id of user {u!r}{but}"
         if c is not None:
-            own = sorted(uu for uu in index.users if self.tags(key, uu, c) != tags)
-            but = "" if not own else f" except users {', '.join(map(repr, own))}"
+            but = "" if not own else \
+                f" except users {', '.join(map(repr, own))} (in a bucket of {_its(own)} own)"
             return f"every user running client id {c!r}{but}"
         return "every client without a user or client id"
+
+
+def _its(names: list[str]) -> str:
+    return "its" if len(names) == 1 else "their"
 
 
 def bucket_tags(quotas: Mapping[Entity, Mapping[str, float]], key: str, user: str,

@@ -165,6 +165,12 @@ def test_every_sentence_agrees_with_the_verdict_and_the_others(level, own_hot, o
     assert ("to itself" in share.text) is (not v.shared)
     if level is not None:
         assert ("to itself" in plain) is (not v.shared)
+    # Who is taken out of a shared bucket: the same names in both sentences, or none.
+    own = Membership(quotas).excepted(P, v.bucket)
+    plain = explain_key(resolution, P, quotas)
+    for name in own:
+        assert repr(name) in share.text and repr(name) in plain, (share.text, plain)
+    assert ("except" in share.text) is bool(own) and ("except" in plain) is bool(own and level)
 
     # 6. Every claim about this client agrees with the verdict; nothing says both.
     claimed = {s.claims["throttled"] for s in sentences
@@ -222,3 +228,6 @@ def test_the_issue_case_checkout_api_beside_throttled_batch_export():
     rows_be = key_verdict(resolve(quotas, "alice", "batch-export"), P, quotas, rows)
     assert rows_be.throttled is True and rows_be.bucket == ("alice", None)
     assert "except 'checkout-api'" in rows_be.sharers
+    assert explain_key(resolve(quotas, "alice", "batch-export"), P, quotas) == (
+        "All client ids of user 'alice' (except client ids 'checkout-api', in a bucket of its "
+        "own) share 2 MiB/s on each broker, set for {user=alice} (ladder level 3).")
