@@ -197,8 +197,8 @@ def set_back_story(v: KeyVerdict) -> list[Sentence]:
                 f"{v.key} for {subject}: {v.entry.display()} at level {v.level} sets it first "  # type: ignore[union-attr]
                 f"({format_quota(v.key, v.limit)}){compare}.")
         if elsewhere:
-            text += (f" It still sets {v.key} for user {v.user!r}'s client ids without an "
-                     f"entry of their own.")
+            text += (f" It still sets {v.key} for the client ids of user {v.user!r} without "
+                     f"an entry of their own.")
         out.append(Sentence(SET_BACK, text, {"subject": "client", "level": v.level,
                                              "set_back_level": level, "elsewhere": elsewhere}))
     return out

@@ -9,7 +9,7 @@ tests check every sentence against this object, so two sentences cannot contradi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from . import ladder
 from .entities import CLIENT_ID, USER, Entity
@@ -134,21 +134,23 @@ class KeyVerdict:
 
 
 def _members(members: Membership, key: str, tags: Tags, user: str, client_id: str,
-             known_users: set[str], known_clients: set[str]) -> str:
-    """Who is in another bucket: named client ids (or users) the console knows, then
-    "any client id without an entry of its own" when an unknown one would be in it too."""
+             known: set[tuple[str, str]]) -> str:
+    """Who is in another bucket: the clients the console knows (``known`` (user, client id)
+    pairs: entries naming both, the brokers' pair buckets, any the caller adds) that are in
+    it, then "any client id without an entry of its own" when an unknown one would be too."""
     u, c = tags
     if u is not None and c is not None:
         return f"the own bucket of client id {c!r} of user {u!r}"
     if u is not None:
-        named = sorted(cc for cc in known_clients if cc != client_id
-                       and members.tags(key, u, cc) == tags)
+        named = sorted({cc for uu, cc in known if uu == u and cc and cc != client_id
+                        and members.tags(key, u, cc) == tags})
         parts = [repr(n) for n in named]
         if members.tags(key, u, UNNAMED) == tags:
             parts.append("any client id without an entry of its own")
         return (f"shared by the client ids of user {u!r}: "
                 + (", ".join(parts) if parts else "none the console knows"))
-    named = sorted(uu for uu in known_users if uu != user and members.tags(key, uu, c) == tags)
+    named = sorted({uu for uu, cc in known if cc == c and uu and uu != user
+                    and members.tags(key, uu, c) == tags})
     parts = [repr(n) for n in named]
     if members.tags(key, UNNAMED, c) == tags:
         parts.append("any user without an entry of their own")
@@ -158,9 +160,11 @@ def _members(members: Membership, key: str, tags: Tags, user: str, client_id: st
 
 def key_verdict(resolution: Resolution, key: str, quotas: Mapping[Entity, Mapping[str, float]],
                 rows: Sequence | None = None, window: QuotaWindow = DEFAULT_WINDOW,
-                members: Membership | None = None) -> KeyVerdict:
+                members: Membership | None = None,
+                known: Iterable[tuple[str, str]] = ()) -> KeyVerdict:
     """The verdict for one key of a (user, client id) resolution; ``rows`` are the live
-    :class:`~quota_core.live.BucketUsage` rows (None: no live figures)."""
+    :class:`~quota_core.live.BucketUsage` rows (None: no live figures); ``known`` more
+    (user, client id) clients the console knows of (e.g. from the usage history)."""
     members = members or Membership(quotas)
     user, client_id = resolution.client.user or "", resolution.client.client_id or ""
     kr = resolution.keys[key]
@@ -173,18 +177,17 @@ def key_verdict(resolution: Resolution, key: str, quotas: Mapping[Entity, Mappin
         mine = [r for r in rows if r.key == key]
         own, other = split_rows(mine, members, user, client_id)
         brokers = tuple(BrokerFigure.of(r, window) for r in sorted(own, key=lambda r: r.broker))
-        known_users = {u for u in (r.user for r in mine) if u} | {
-            e.name(USER) for e in quotas if e.has(USER) and e.name(USER) is not None}
-        known_clients = {c for c in (r.client_id for r in mine) if c} | {
-            e.name(CLIENT_ID) for e in quotas if e.has(CLIENT_ID) and e.name(CLIENT_ID) is not None}
+        pairs = set(known) | {(r.user, r.client_id) for r in mine if r.user and r.client_id}
+        pairs |= {(e.name(USER), e.name(CLIENT_ID)) for e in quotas
+                  if e.has(USER) and e.has(CLIENT_ID) and e.name(USER) is not None
+                  and e.name(CLIENT_ID) is not None}
         grouped: dict[Tags, list] = {}
         for r in other:
             if r.current:
                 grouped.setdefault((r.user, r.client_id), []).append(r)
         others = tuple(
             OtherBucket(tags, rs[0].level, rs[0].source, rs[0].quota,
-                        _members(members, key, tags, user, client_id, known_users,
-                                 known_clients),
+                        _members(members, key, tags, user, client_id, pairs),
                         tuple(BrokerFigure.of(r, window) for r in sorted(rs, key=lambda r: r.broker)))
             for tags, rs in sorted(grouped.items(), key=lambda t: (t[0][0] or "", t[0][1] or "")))
     return KeyVerdict(key, user, client_id, kr.level, kr.source, kr.value, bucket,
@@ -193,6 +196,8 @@ def key_verdict(resolution: Resolution, key: str, quotas: Mapping[Entity, Mappin
 
 def verdicts(resolution: Resolution, keys: Sequence[str],
              quotas: Mapping[Entity, Mapping[str, float]], rows: Sequence | None = None,
-             window: QuotaWindow = DEFAULT_WINDOW) -> list[KeyVerdict]:
+             window: QuotaWindow = DEFAULT_WINDOW,
+             known: Iterable[tuple[str, str]] = ()) -> list[KeyVerdict]:
     members = Membership(quotas)
-    return [key_verdict(resolution, k, quotas, rows, window, members) for k in keys]
+    known = list(known)
+    return [key_verdict(resolution, k, quotas, rows, window, members, known) for k in keys]

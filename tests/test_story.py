@@ -231,3 +231,20 @@ def test_the_issue_case_checkout_api_beside_throttled_batch_export():
     assert explain_key(resolve(quotas, "alice", "batch-export"), P, quotas) == (
         "All client ids of user 'alice' (except client ids 'checkout-api', in a bucket of its "
         "own) share 2 MiB/s on each broker, set for {user=alice} (ladder level 3).")
+
+
+def test_other_buckets_name_only_the_client_ids_known_to_be_in_them():
+    """{user=alice}'s members: client ids the console knows *alice* runs (here, from the
+    usage history) and that are in it, not every client id some entry names."""
+    quotas = {Entity.of(user="alice", client_id="checkout-api"): {P: 8 * MiB},
+              Entity.of(user="alice"): {P: 2 * MiB},
+              Entity.of(client_id="mobile-gateway"): {P: 1 * MiB}}   # not alice's
+    rows = join_usage([S("b1", "produce", "byte-rate", "alice", None, 2.4 * MiB)], quotas)
+    resolution = resolve(quotas, "alice", "checkout-api")
+    [other] = key_verdict(resolution, P, quotas, rows).others
+    assert other.members == ("shared by the client ids of user 'alice': any client id "
+                             "without an entry of its own")
+    [other] = key_verdict(resolution, P, quotas, rows,
+                          known=[("alice", "batch-export"), ("bob", "etl")]).others
+    assert other.members == ("shared by the client ids of user 'alice': 'batch-export', any "
+                             "client id without an entry of its own")
