@@ -12,15 +12,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from .alterations import AlterOutcome, Alteration
 from .entities import Entity
 from .filters import EntityFilter
 from .validation import validate_alterations
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .throttle import QuotaWindow
 
 __all__ = ["QuotaBackend", "ClusterInfo", "QuotaSet", "checked_alter"]
 
@@ -71,7 +68,7 @@ class QuotaBackend(ABC):
         """The quotas of exactly this entity ({} when it has none)."""
         return self.describe(EntityFilter.for_entity(entity)).get(entity, {})
 
-    def quota_window(self) -> "QuotaWindow":
+    def quota_window(self) -> "QuotaWindow":  # noqa: F821 - quota_core.throttle.QuotaWindow
         """The brokers' quota window (``quota.window.num`` × ``quota.window.size.seconds``).
         A backend without brokers (the sandbox) has Kafka's defaults, 11 × 1 s, and says so
         in the window's ``source``."""
