@@ -15,6 +15,9 @@ from quota_core.errors import QuotaError
 from ui.render import KEY_ORDER, answers_html, entity_text, ladder_html
 from ui.live_panel import live_panel
 from ui.session import context
+from ui.story import cluster_window, notes_html, sentences_html
+from quota_core.story import client_story
+from quota_core.verdict import verdicts
 
 ctx = context()
 st.title("Resolve & explain")
@@ -98,9 +101,10 @@ for note in resolution.client.assumptions():
 keys = [k for k in KEY_ORDER if k in resolution.keys]
 st.html(answers_html(resolution, keys))
 
-# -- live: what the brokers measure for this client's buckets ---------------------------------
+# -- live: whether this client is throttled, from its own bucket only ------------------------
+window = cluster_window(ctx.backend)
 if not resolution.client.is_ip:
-    live_panel(resolution, keys, quotas)
+    live_panel(resolution, keys, quotas, window)
 
 # -- the ladder -------------------------------------------------------------------------------
 st.subheader("The ladder for this client")
@@ -108,15 +112,19 @@ st.html(ladder_html(resolution, keys))
 
 st.subheader("In plain words")
 for key in keys:
-    st.markdown(f"- **{key}** — {explain_key(resolution, key)}")
+    st.markdown(f"- **{key}** — {explain_key(resolution, key, quotas)}")
 if not resolution.client.is_ip:
+    # Who shares the allowance and what to change, from the same verdict as the live panel;
+    # escaped HTML, so names are shown as written, never as markup.
+    shares = [x for v in verdicts(resolution, keys, quotas, None, window)
+              for x in client_story(v) if x.kind in ("share", "change")]
+    st.html(sentences_html(shares))
     st.caption("Quotas are enforced by each broker on its own: a client spread over N brokers "
                "can use up to N × the quota in total.")
     notes = shadow_notes(resolution)
     if notes:
         st.subheader("Set back for this client")
-        for note in notes:
-            st.markdown(f"- {note}")
+        st.html(notes_html(notes))
 
 # -- links: share, edit ----------------------------------------------------------------------
 with st.expander("Share or change this"):
@@ -135,7 +143,8 @@ with st.expander("Share or change this"):
 with st.expander("Observed rates → estimated throttle (by hand)"):
     st.caption("Give what a broker measures for this client's bucket (per broker, per second; "
                "byte rates take units such as 12MB or 3MiB). The broker delays the client by "
-               "(observed − quota) / quota × the 10 s window.")
+               f"(observed − quota) / quota × the {window.measured_ms[0] / 1000:.0f} s window "
+               f"(quota window {window.text()}).")
     tcols = st.columns(len(keys))
     for col, key in zip(tcols, keys):
         text = col.text_input(f"observed {key}", key=f"rs_obs_{key}").strip()
@@ -146,7 +155,7 @@ with st.expander("Observed rates → estimated throttle (by hand)"):
         except QuotaError as exc:
             col.error(str(exc))
             continue
-        est = estimate_throttle(key, observed, resolution.keys[key].value)
+        est = estimate_throttle(key, observed, resolution.keys[key].value, window=window)
         if est.quota is None:
             col.info("unlimited: never throttled")
         elif est.throttled:

@@ -68,6 +68,14 @@ class QuotaBackend(ABC):
         """The quotas of exactly this entity ({} when it has none)."""
         return self.describe(EntityFilter.for_entity(entity)).get(entity, {})
 
+    def quota_window(self) -> "QuotaWindow":  # noqa: F821 - quota_core.throttle.QuotaWindow
+        """The brokers' quota window (``quota.window.num`` × ``quota.window.size.seconds``).
+        A backend without brokers (the sandbox) has Kafka's defaults, 11 × 1 s, and says so
+        in the window's ``source``."""
+        from .throttle import QuotaWindow
+
+        return QuotaWindow(source="Kafka's defaults: the sandbox has no brokers")
+
 
 def checked_alter(backend: QuotaBackend, alterations: Sequence[Alteration],
                   validate_only: bool = False) -> AlterOutcome:

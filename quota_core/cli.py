@@ -199,7 +199,7 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
             resolutions.append(resolve_ip(quotas, names[IP]))  # type: ignore[arg-type]
         else:
             resolutions.append(resolve(quotas, names.get(USER), names.get(CLIENT_ID)))
-    out.write(output.format_resolutions(resolutions, args.output, live))
+    out.write(output.format_resolutions(resolutions, args.output, live, quotas))
     if args.output != "json":
         for note in dict.fromkeys(n for r in resolutions for n in r.client.assumptions()):
             err.write(f"note: {note}\n")

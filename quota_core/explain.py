@@ -9,8 +9,11 @@ from .units import format_quota
 __all__ = ["explain_key", "explain"]
 
 
-def explain_key(resolution: Resolution, key: str) -> str:
-    """One sentence: ``alice's client ids share 1 MiB/s on each broker, set for {user=alice}``."""
+def explain_key(resolution: Resolution, key: str, quotas=None) -> str:
+    """One sentence: ``alice's client ids share 1 MiB/s on each broker, set for {user=alice}``.
+
+    With ``quotas`` (the quota set resolved against), a shared bucket names the client ids
+    (or users) that an entry of their own takes out of it, as the rest of Resolve does."""
     r: KeyResolution = resolution.keys[key]
     client = resolution.client
     if client.is_ip:
@@ -33,15 +36,25 @@ def explain_key(resolution: Resolution, key: str) -> str:
                 f"unlimited.{why}")
     amount = f"{format_quota(key, r.value)} on each broker"
     tags = dict(r.bucket.tags)
+    but = ""
+    if quotas is not None and r.bucket.kind in ("user", "client-id"):
+        from .membership import Membership
+
+        own = Membership(quotas).excepted(key, (tags[USER] or None, tags[CLIENT_ID] or None))
+        if own:
+            what = "client ids" if r.bucket.kind == "user" else "users"
+            but = (f" (except {what} {', '.join(map(repr, own))}, in a bucket of "
+                   f"{'its' if len(own) == 1 else 'their'} own)")
     if r.bucket.kind == "user":
-        who = f"All client ids of user {tags[USER]!r} share {amount}"
+        who = f"All client ids of user {tags[USER]!r}{but} share {amount}"
         if r.level == 6:
-            who = f"Each user gets {amount} of their own; all client ids of user {tags[USER]!r} share it"
+            who = (f"Each user gets {amount} of their own; all client ids of user "
+                   f"{tags[USER]!r}{but} share it")
     elif r.bucket.kind == "client-id":
-        who = f"All users of client id {tags[CLIENT_ID]!r} share {amount}"
+        who = f"All users of client id {tags[CLIENT_ID]!r}{but} share {amount}"
         if r.level == 8:
             who = (f"Each client id gets {amount} of its own; all users of client id "
-                   f"{tags[CLIENT_ID]!r} share it")
+                   f"{tags[CLIENT_ID]!r}{but} share it")
     else:
         who = f"Client id {cid!r} of user {user!r} gets {amount} to itself"
     return f"{who}, set for {r.source.display()} (ladder level {r.level})."

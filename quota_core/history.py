@@ -70,18 +70,31 @@ class HistoryImpact:
     span_s: float
 
     @property
-    def newly_throttled(self) -> "pd.DataFrame":
+    def _judged(self) -> "pd.DataFrame":
+        """The buckets that still hold clients after the change (see :attr:`moved`)."""
         b = self.per_bucket
+        return b[~b["moves"].astype(bool)] if "moves" in b else b
+
+    @property
+    def moved(self) -> "pd.DataFrame":
+        """Buckets nobody would be in after the change (their clients move to buckets of
+        another shape): their recorded rate is no client's, so they are not judged."""
+        b = self.per_bucket
+        return b[b["moves"].astype(bool)] if "moves" in b else b.iloc[0:0]
+
+    @property
+    def newly_throttled(self) -> "pd.DataFrame":
+        b = self._judged
         return b[(b["throttled_s_after"] > 0) & (b["throttled_s_before"] == 0)]
 
     @property
     def freed(self) -> "pd.DataFrame":
-        b = self.per_bucket
+        b = self._judged
         return b[(b["throttled_s_before"] > 0) & (b["throttled_s_after"] == 0)]
 
     @property
     def changed(self) -> "pd.DataFrame":
-        b = self.per_bucket
+        b = self._judged
         return b[b["throttled_s_before"] != b["throttled_s_after"]]
 
     def sentence(self) -> str:
@@ -89,9 +102,14 @@ class HistoryImpact:
         total (now 0 s); 1 freed.``"""
         span = duration_text(self.span_s)
         changed = self.changed
+        moved = len(self.moved)
+        tail = "" if not moved else (
+            f" {moved} bucket{'' if moved == 1 else 's'} would hold nobody after the change "
+            f"(their clients move to buckets of another shape, whose share of the recorded "
+            f"traffic is unknown): not judged.")
         if changed.empty:
             return (f"Over the recorded {span}, this change would not have changed how long "
-                    f"any client was throttled.")
+                    f"any client was throttled." + tail)
         before = changed["throttled_s_before"].sum()
         after = changed["throttled_s_after"].sum()
         n = len({(u, c) for u, c in zip(changed["user"], changed["client_id"])})
@@ -103,7 +121,8 @@ class HistoryImpact:
             parts.append(f"{newly} newly throttled")
         if freed:
             parts.append(f"{freed} freed")
-        return "; ".join(parts) + " (broker-seconds over quota, today's quotas vs the change)."
+        return "; ".join(parts) + (" (broker-seconds over quota, today's quotas vs the "
+                                   "change).") + tail
 
 
 def what_if(windows: "pd.DataFrame", before: QuotaSet, after: QuotaSet) -> HistoryImpact:
@@ -153,6 +172,17 @@ def what_if(windows: "pd.DataFrame", before: QuotaSet, after: QuotaSet) -> Histo
            .reset_index())
     for col in ("user", "client_id"):
         per[col] = per[col].where(per[col] != fill, None)
+    # A recorded bucket is judged against ``after`` only while somebody is still in it: a
+    # change can move its clients to buckets of another shape (quota_core.membership).
+    from .membership import Membership
+
+    held_before, held_after = Membership(before), Membership(after)
+    def tags(u, c):  # a missing tag reads NaN in a string column
+        return (u if isinstance(u, str) else None, c if isinstance(c, str) else None)
+
+    per["moves"] = [bool(held_before.current(k, tags(u, c)) and
+                         not held_after.current(k, tags(u, c)))
+                    for u, c, k in zip(per["user"], per["client_id"], per["key"])]
     ts = pd.to_datetime(windows["ts"])
     span = float((ts.max() - ts.min()).total_seconds()) + float(windows["interval_s"].max())
     return HistoryImpact(per, span)

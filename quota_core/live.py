@@ -21,8 +21,8 @@ from .entities import CLIENT_ID, USER, Entity
 from .throttle import estimate_throttle, mutation_throttle_ms
 
 __all__ = ["QUOTA_TYPES", "KEY_OF_TYPE", "BucketUsage", "gather", "join_usage",
-           "throttled_rows", "client_buckets", "clients_seen", "TrafficChange",
-           "traffic_impact"]
+           "throttled_rows", "client_buckets", "other_buckets", "clients_seen",
+           "TrafficChange", "traffic_impact"]
 
 #: Quota types as the collector and the pipeline name them, with the key each is limited by.
 KEY_OF_TYPE: dict[str, str] = {
@@ -64,6 +64,9 @@ class BucketUsage:
     source: Entity | None
     #: For controller_mutation: the token bucket's level (negative: mutations rejected).
     tokens: float | None = None
+    #: False for a bucket no client is in with this quota set (an old-shape bucket lingers in
+    #: the broker's metrics for an hour after a change): see quota_core.membership.
+    current: bool = True
 
     @property
     def utilisation(self) -> float | None:
@@ -140,7 +143,7 @@ class BucketUsage:
                 "utilisation": self.utilisation, "throttle_ms": self.throttle_ms,
                 "throttled": self.throttled, "level": self.level,
                 "source": None if self.source is None else self.source.as_dict(),
-                "shared_by": self.shared_by}
+                "shared_by": self.shared_by, "current": self.current}
 
 
 def _duration(ms: float) -> str:
@@ -174,10 +177,12 @@ def join_usage(series: Iterable[Series], quotas: Mapping[Entity, Mapping[str, fl
     """One row per (broker, quota type, bucket) the series mention, with the quota that bucket
     runs against and the entry that set it."""
     from .bulk import bulk_resolve_buckets
+    from .membership import Membership
 
     gathered = gather(series)
     if not gathered:
         return []
+    members = Membership(quotas)
     tags = list(dict.fromkeys((u, c) for _, _, u, c in gathered))
     resolved = bulk_resolve_buckets(quotas, [u for u, _ in tags], [c for _, c in tags],
                                     tuple(KEY_OF_TYPE.values()))
@@ -192,7 +197,7 @@ def join_usage(series: Iterable[Series], quotas: Mapping[Entity, Mapping[str, fl
             broker, quota_type, key, user, client_id, _finite(figures.get("rate")),
             _finite(figures.get("throttle")),
             float(resolved.values[key][i]) if level else None, level or None, source,
-            _finite(figures.get("tokens"))))
+            _finite(figures.get("tokens")), members.current(key, (user, client_id))))
     return rows
 
 
@@ -209,13 +214,31 @@ def throttled_rows(rows: Sequence[BucketUsage], above: float | None = None
                                  r.quota_type, r.user or "", r.client_id or ""))
 
 
-def client_buckets(rows: Sequence[BucketUsage], user: str, client_id: str
+def client_buckets(rows: Sequence[BucketUsage], user: str, client_id: str,
+                   quotas: Mapping[Entity, Mapping[str, float]] | None = None
                    ) -> list[BucketUsage]:
-    """The rows whose bucket holds this client: its (user, client id) bucket, its user's
-    bucket, or its client id's bucket (whichever shape the broker uses per quota type)."""
+    """The rows of this client's own bucket, one per key and broker: Kafka puts a client in
+    exactly one bucket per quota type (quota_core.membership), decided by ``quotas``.
+
+    Without ``quotas`` (an older call): every row whose shape *could* hold the client; never
+    use that for a verdict."""
+    if quotas is not None:
+        from .membership import Membership, split_rows
+
+        return split_rows(rows, Membership(quotas), user, client_id)[0]
     return [r for r in rows
             if (r.user is None or r.user == user) and (r.client_id is None or r.client_id == client_id)
             and (r.user is not None or r.client_id is not None)]
+
+
+def other_buckets(rows: Sequence[BucketUsage], user: str, client_id: str,
+                  quotas: Mapping[Entity, Mapping[str, float]]) -> list[BucketUsage]:
+    """Buckets that share this client's user or client id but are *not* its own (its user's
+    other client ids, other users of its client id): shown as another bucket, never as this
+    client's figures. Old-shape buckets nobody is in are left out."""
+    from .membership import Membership, split_rows
+
+    return [r for r in split_rows(rows, Membership(quotas), user, client_id)[1] if r.current]
 
 
 def clients_seen(series: Iterable[Series], any_other: str) -> list[tuple[str, str]]:
@@ -237,7 +260,11 @@ class TrafficChange:
 
     @property
     def verdict(self) -> str:
-        """``"newly throttled"``, ``"freed"``, ``"still throttled"`` or ``"not throttled"``."""
+        """``"newly throttled"``, ``"freed"``, ``"still throttled"`` or ``"not throttled"``;
+        ``"clients move to another bucket"`` when nobody is in this bucket after the change
+        (its rate today is then no one's figure: it is not judged against the new quota)."""
+        if self.before.current and not self.after.current:
+            return "clients move to another bucket"
         was, now = self.before.over_quota, self.after.over_quota
         if now and not was:
             return "newly throttled"
@@ -259,7 +286,9 @@ def traffic_impact(before: Mapping[Entity, Mapping[str, float]],
     changes = [TrafficChange(old[(r.broker, r.quota_type, r.user, r.client_id)], r)
                for r in join_usage(series, after)
                if (r.broker, r.quota_type, r.user, r.client_id) in old]
-    changes = [c for c in changes if (c.before.quota, c.before.level, c.before.source)
-               != (c.after.quota, c.after.level, c.after.source)]
-    order = {"newly throttled": 0, "freed": 1, "still throttled": 2, "not throttled": 3}
+    changes = [c for c in changes
+               if (c.before.quota, c.before.level, c.before.source, c.before.current)
+               != (c.after.quota, c.after.level, c.after.source, c.after.current)]
+    order = {"newly throttled": 0, "freed": 1, "still throttled": 2,
+             "clients move to another bucket": 3, "not throttled": 4}
     return sorted(changes, key=lambda c: (order[c.verdict], -(c.after.rate or 0.0)))

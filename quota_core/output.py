@@ -89,21 +89,40 @@ def _broker_json(row: BucketUsage) -> dict:
             "utilisation": row.utilisation, "throttle_ms": row.throttle_ms, "bucket": row.bucket}
 
 
-def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage]) -> dict:
-    """What the brokers report for this client's bucket of ``key``, one entry per broker."""
-    mine = [row for row in client_buckets(rows, r.client.user or "", r.client.client_id or "")
+def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
+                 quotas: Mapping[Entity, Mapping[str, float]] | None = None) -> dict:
+    """What the brokers report for this client's own bucket of ``key``, one entry per broker
+    (``throttled`` only from that bucket), and apart, the ``other_buckets`` under the same
+    user or client id that are not this client's."""
+    from .membership import Membership
+
+    user, client_id = r.client.user or "", r.client.client_id or ""
+    mine = [row for row in client_buckets(rows, user, client_id, quotas) if row.key == key]
+    doc = {"throttled": any(row.throttled for row in mine),
+           "brokers": [_broker_json(row) for row in sorted(mine, key=lambda x: x.broker)]}
+    if quotas is not None:
+        from .live import other_buckets
+
+        u, c = Membership(quotas).tags(key, user, client_id)
+        doc["bucket"] = {"user": u, "client-id": c}
+        doc["other_buckets"] = [
+            {**_broker_json(row), "throttled": row.throttled, "level": row.level,
+             "source": None if row.source is None else row.source.as_dict()}
+            for row in sorted(other_buckets(rows, user, client_id, quotas),
+                              key=lambda x: (x.user or "", x.client_id or "", x.broker))
             if row.key == key]
-    return {"throttled": any(row.throttled for row in mine),
-            "brokers": [_broker_json(row) for row in sorted(mine, key=lambda x: x.broker)]}
+    return doc
 
 
-def resolution_to_json(r: Resolution, live: Sequence[BucketUsage] | None = None) -> dict:
+def resolution_to_json(r: Resolution, live: Sequence[BucketUsage] | None = None,
+                       quotas: Mapping[Entity, Mapping[str, float]] | None = None) -> dict:
+    quota_set = quotas
     quotas = {k: {"value": None if kr.value is None else json_number(kr.value), "level": kr.level,
                   "source": None if kr.source is None else kr.source.as_dict()}
               for k, kr in sorted(r.keys.items())}
     if live is not None and not r.client.is_ip:
         for k in quotas:
-            quotas[k]["live"] = live_for_key(r, k, live)
+            quotas[k]["live"] = live_for_key(r, k, live, quota_set)
     return {
         "entity": r.client.as_dict(),
         "assumptions": r.client.assumptions(),
@@ -131,9 +150,12 @@ def _live_text(key: str, row: BucketUsage) -> str:
 
 
 def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
-                       live: Sequence[BucketUsage] | None = None) -> str:
+                       live: Sequence[BucketUsage] | None = None,
+                       quotas: Mapping[Entity, Mapping[str, float]] | None = None) -> str:
+    """``quotas`` (the quota set resolved against) decides each client's one bucket per key
+    for the live figures; without it every bucket shape that could hold the client shows."""
     if fmt == "json":
-        docs = [resolution_to_json(r, live) for r in resolutions]
+        docs = [resolution_to_json(r, live, quotas) for r in resolutions]
         return _json(docs[0] if len(docs) == 1 else docs)
     blocks = []
     for r in resolutions:
@@ -145,8 +167,23 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
                 lines.append(f"  level {kr.level}, shared by {kr.bucket.shared_by}")
             if live is not None and not r.client.is_ip:
                 mine = [row for row in client_buckets(live, r.client.user or "",
-                                                      r.client.client_id or "") if row.key == k]
+                                                      r.client.client_id or "", quotas)
+                        if row.key == k]
                 lines += [_live_text(k, row) for row in sorted(mine, key=lambda x: x.broker)]
+                if quotas is not None:
+                    from .live import other_buckets
+
+                    name = _plain_name if fmt == "plain" else sanitize
+                    for row in sorted(other_buckets(live, r.client.user or "",
+                                                    r.client.client_id or "", quotas),
+                                      key=lambda x: (x.user or "", x.client_id or "", x.broker)):
+                        if row.key != k:
+                            continue
+                        tags = ", ".join(f"{t}={name(n)}" for t, n in row.bucket.items()
+                                         if n is not None)
+                        lines.append(_live_text(k, row).replace(
+                            "  live ", f"  another bucket {{{tags}}} on ", 1)
+                            + ": not this client's")
         if len(resolutions) > 1:
             lines.insert(0, _client_header(r, fmt))
         blocks.append("".join(line + "\n" for line in lines))
@@ -166,7 +203,8 @@ def format_throttled(rows: Sequence[BucketUsage], fmt: str = "text") -> str:
                        "bucket": r.bucket, "rate": _num(r.rate), "quota": _num(r.quota),
                        "utilisation": r.utilisation, "throttle_ms": r.throttle_ms,
                        "level": r.level,
-                       "source": None if r.source is None else r.source.as_dict()}
+                       "source": None if r.source is None else r.source.as_dict(),
+                       "current": r.current}
                       for r in rows])
     lines = []
     for r in rows:
@@ -177,8 +215,10 @@ def format_throttled(rows: Sequence[BucketUsage], fmt: str = "text") -> str:
         throttle = f"throttle {r.throttle_ms:,.0f} ms" if r.throttle_ms else "no throttle yet"
         where = ("no quota" if r.source is None
                  else f"{entity_text(r.source, fmt)} (level {r.level})")
+        stale = "" if r.current else "; no client is in this bucket now (an old shape)"
         lines.append(f"{r.broker} {r.quota_type} {{{tags}}}: {rate} of "
-                     f"{format_quota(r.key, r.quota)}{share}, {throttle}; set by {where}\n")
+                     f"{format_quota(r.key, r.quota)}{share}, {throttle}; set by {where}"
+                     f"{stale}\n")
     return "".join(lines)
 
 

@@ -24,7 +24,7 @@ from .ladder import NAME
 from .resolution import Resolution
 from .units import format_quota
 
-__all__ = ["DeadKey", "dead_keys", "shadow_notes"]
+__all__ = ["DeadKey", "dead_keys", "shadow_notes", "applies_to_other_client_ids"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +83,29 @@ def dead_keys(quotas: Mapping[Entity, Mapping[str, float]]) -> dict[Entity, list
     return out
 
 
+def applies_to_other_client_ids(resolution: Resolution, level: int, key: str) -> bool:
+    """Whether the entry at ``level`` of this client's ladder decides ``key`` for the user's
+    *other* client ids that have no entry of their own (``{user=alice}`` for alice's other
+    client ids while ``{user=alice, client-id=checkout-api}`` sets checkout-api's).
+
+    Read off the same ladder: such a client id consults the rungs that do not name a client
+    id (2, 3, 5, 6, 8), whose entries are the same as this client's."""
+    if resolution.client.is_ip or ladder.rung(level).client_id == NAME:
+        return False
+    for step in resolution.ladder:
+        if ladder.rung(step.level).client_id == NAME:
+            continue
+        if key in step.quotas:
+            return step.level == level
+    return False
+
+
 def shadow_notes(resolution: Resolution) -> list[str]:
     """Plain sentences for each key an entry on this client's ladder holds but does not
-    decide: which level decides it instead, and whether the client gets more or less."""
+    decide: which level decides it instead, and whether the client gets more or less.
+
+    Per client and key: an entry that still decides the key for the user's other client ids
+    is said not to apply to *this client id*, and that it applies to the others."""
     client = resolution.client
     who = client.user if client.user else "this client"
     notes = []
@@ -94,16 +114,23 @@ def shadow_notes(resolution: Resolution) -> list[str]:
             kr = resolution.keys[key]
             if kr.level is None or kr.source is None:
                 continue
+            elsewhere = applies_to_other_client_ids(resolution, step.level, key)
+            subject = (f"client id {client.client_id!r} of {who}" if elsewhere else who)
             mine, theirs = step.quotas[key], kr.value
             if theirs is None or theirs != theirs or mine != mine:
                 compare = ""
             elif theirs > mine:
-                compare = f", so {who} gets *more* than this entry's cap"
+                compare = f", so {subject} gets *more* than this entry's cap"
             elif theirs < mine:
-                compare = f", so {who} gets *less* than this entry would give"
+                compare = f", so {subject} gets *less* than this entry would give"
             else:
                 compare = " (the same value)"
-            notes.append(f"`{step.entity.display()}` {format_quota(key, mine)} never applies "
-                         f"to {who}: `{kr.source.display()}` at level {kr.level} sets {key} first "
-                         f"({format_quota(key, theirs)}){compare}.")
+            verb = "does not apply" if elsewhere else "never applies"
+            note = (f"`{step.entity.display()}` {format_quota(key, mine)} {verb} "
+                    f"to {subject}: `{kr.source.display()}` at level {kr.level} sets {key} "
+                    f"first ({format_quota(key, theirs)}){compare}.")
+            if elsewhere:
+                note += (f" It still sets {key} for {who}'s other client ids without an entry "
+                         f"of their own.")
+            notes.append(note)
     return notes

@@ -22,6 +22,8 @@ from .keys import QUOTA_KEYS
 __all__ = [
     "DEFAULT_SAMPLES",
     "DEFAULT_SAMPLE_MS",
+    "QuotaWindow",
+    "DEFAULT_WINDOW",
     "ThrottleEstimate",
     "rate_window_ms",
     "throttle_time_ms",
@@ -32,6 +34,39 @@ __all__ = [
 
 DEFAULT_SAMPLES = 11
 DEFAULT_SAMPLE_MS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaWindow:
+    """A broker's quota window: ``quota.window.num`` samples of ``quota.window.size.seconds``
+    (DescribeConfigs; :meth:`quota_core.backend.QuotaBackend.quota_window`)."""
+
+    samples: int = DEFAULT_SAMPLES
+    sample_s: int = DEFAULT_SAMPLE_MS // 1000
+    #: Where the figures come from: a broker (``broker 1``) or Kafka's defaults.
+    source: str = "Kafka's defaults"
+
+    @property
+    def sample_ms(self) -> int:
+        return int(self.sample_s * 1000)
+
+    @property
+    def measured_ms(self) -> tuple[int, int]:
+        """The span a rate is measured over: ``(samples - 1) × size`` at least, up to
+        ``samples × size`` (Rate.windowSize; older samples are purged)."""
+        return ((self.samples - 1) * self.sample_ms, self.samples * self.sample_ms)
+
+    def text(self) -> str:
+        """``11 × 1 s (Kafka's defaults)``."""
+        return f"{self.samples} × {self.sample_s} s ({self.source})"
+
+    def as_dict(self) -> dict:
+        return {"quota.window.num": self.samples, "quota.window.size.seconds": self.sample_s,
+                "source": self.source}
+
+
+#: Kafka's defaults, for callers that have not read the cluster's settings.
+DEFAULT_WINDOW = QuotaWindow()
 #: Keys whose throttle is capped at one sample window.
 _CAPPED_KEYS = frozenset({"request_percentage", "connection_creation_rate"})
 
@@ -97,9 +132,13 @@ class ThrottleEstimate:
 
 def estimate_throttle(key: str, observed: float, quota: float | None,
                       samples: int = DEFAULT_SAMPLES,
-                      sample_ms: int = DEFAULT_SAMPLE_MS) -> ThrottleEstimate:
+                      sample_ms: int = DEFAULT_SAMPLE_MS,
+                      window: QuotaWindow | None = None) -> ThrottleEstimate:
     """The throttle a broker would apply to a bucket observed at ``observed`` (per second,
-    per broker) against ``quota`` (None = unlimited)."""
+    per broker) against ``quota`` (None = unlimited). ``window`` (the cluster's quota window)
+    overrides ``samples`` / ``sample_ms``; without either, Kafka's defaults (11 × 1 s)."""
+    if window is not None:
+        samples, sample_ms = window.samples, window.sample_ms
     if key not in QUOTA_KEYS:
         raise KeyError(key)
     if quota is None:

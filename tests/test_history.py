@@ -71,3 +71,14 @@ def test_heatmap_by_hour_and_client():
                                            (3 * 86400 + 3600, "3 d 1 h")])
 def test_duration_text(seconds, text):
     assert duration_text(seconds) == text
+
+
+def test_a_bucket_nobody_is_in_after_the_change_is_not_judged():
+    """Membership (issue 15): with {user=alice} and {user=<default>} gone and a client-id
+    default in their place, alice's and bob's user buckets hold nobody: their clients move to
+    client-id buckets. Their recorded rates are no client's, so neither "freed" nor counted."""
+    after = {Entity.of(client_id=None): {"producer_byte_rate": 1 * MiB}}
+    impact = what_if(W, BEFORE, after)
+    assert set(impact.moved["user"]) == {"alice", "bob"}
+    assert impact.freed.empty and impact.newly_throttled.empty
+    assert "2 buckets would hold nobody after the change" in impact.sentence()

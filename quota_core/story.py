@@ -1,0 +1,210 @@
+"""Resolve's story, rendered from one :class:`~quota_core.verdict.KeyVerdict` per key.
+
+Per key, from the client's point of view: whether *this* client is throttled now, in which
+bucket and on which broker; the entry that sets its quota; who shares its allowance; what the
+operator can change. Then, apart, the *other* buckets under the same user or client id, and
+the entries set back for this client. Each :class:`Sentence` carries the claims it makes
+(``subject``, ``bucket``, ``throttled``, ``level``…), taken from the verdict, so a test can
+check every sentence against the verdict and against the others.
+
+Names are raw (``repr``-quoted); the page renders the text as text, never as markup.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .entities import Entity
+from .membership import Tags
+from .units import format_quota, format_rate
+from .verdict import BrokerFigure, KeyVerdict, tags_entity
+
+__all__ = ["Sentence", "client_story", "bucket_details", "others_story", "set_back_story",
+           "story"]
+
+#: Sentence kinds, in the order the page shows them.
+STATUS, ENTRY, SHARE, CHANGE, OTHER, SET_BACK = ("status", "entry", "share", "change",
+                                                 "other", "set-back")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    kind: str
+    text: str
+    #: What the sentence asserts: ``subject`` ("client" or "other"), ``bucket`` (tags),
+    #: ``throttled`` (bool), ``level``, ``limit``, ``brokers``.
+    claims: dict = field(default_factory=dict)
+
+
+def _duration(ms: float) -> str:
+    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+
+
+def _bucket(tags: Tags) -> str:
+    return tags_entity(tags).display()
+
+
+def _figures(key: str, figures: tuple[BrokerFigure, ...], limit: float | None) -> str:
+    parts = []
+    for b in figures:
+        rate = "no rate" if b.rate is None else format_rate(key, b.rate)
+        share = "" if b.utilisation is None else f" ({b.utilisation:.0%})"
+        parts.append(f"{rate} of {format_quota(key, limit)}{share} on {b.broker}")
+    return "; ".join(parts)
+
+
+def _client(v: KeyVerdict) -> str:
+    return f"client id {v.client_id!r} of user {v.user!r}"
+
+
+def _status(v: KeyVerdict) -> Sentence | None:
+    claims = {"subject": "client", "bucket": v.bucket}
+    who = _client(v)
+    who = who[0].upper() + who[1:]
+    if v.brokers is None or (not v.brokers and v.limit is None):
+        return None  # no live figures, or an unlimited key nobody uses: nothing to say
+    if not v.brokers:
+        return Sentence(STATUS, f"{who} is not throttled on {v.key} now: no broker reports "
+                                f"traffic in its bucket {_bucket(v.bucket)}.",
+                        {**claims, "throttled": False, "brokers": ()})
+    hot = [b for b in v.brokers if b.throttled]
+    if hot:
+        waits = [b.throttle_ms if b.throttle_ms else b.estimated_ms for b in hot]
+        told = " as the broker reports" if all(b.throttle_ms for b in hot) else ""
+        return Sentence(STATUS, f"{who} is throttled now on {v.key}, in its bucket "
+                                f"{_bucket(v.bucket)}: {_figures(v.key, tuple(hot), v.limit)}; each request waits "
+                                f"≈ {_duration(max(waits))}{told}.",
+                        {**claims, "throttled": True,
+                         "brokers": tuple(b.broker for b in hot)})
+    if v.limit is None:
+        text = (f"{who} is not throttled on {v.key}: no entry limits its bucket "
+                f"{_bucket(v.bucket)} (sending {_figures(v.key, v.brokers, None)}).")
+    else:
+        text = (f"{who} is not throttled on {v.key}: its bucket {_bucket(v.bucket)} runs at "
+                f"{_figures(v.key, v.brokers, v.limit)}.")
+    return Sentence(STATUS, text, {**claims, "throttled": False,
+                                   "brokers": tuple(b.broker for b in v.brokers)})
+
+
+def bucket_details(v: KeyVerdict) -> list[Sentence]:
+    """Per broker, the client's own bucket in the broker's terms: who shares what, how much
+    they send and what the broker does about it (the figures of :func:`_status`)."""
+    u, c = v.bucket
+    q = format_quota(v.key, v.limit)
+    entry = ("no entry limits it" if v.entry is None
+             else f"set for {v.entry.display()} (level {v.level})")
+    if u is not None and c is not None:
+        who, verb = f"Client id {c!r} of user {u!r} has {q} to itself", "sends"
+    elif u is not None:
+        who, verb = f"The client ids of user {u!r} share {q}", "together they send"
+    else:
+        who, verb = f"Every user running client id {c!r} shares {q}", "together they send"
+    out = []
+    for b in v.brokers or ():
+        rate = "nothing measured" if b.rate is None else format_rate(v.key, b.rate)
+        text = f"{who}, {entry}; {verb} {rate} on {b.broker}"
+        if v.limit is None:
+            text += ": never throttled."
+        elif b.throttled:
+            wait = b.throttle_ms if b.throttle_ms else b.estimated_ms
+            told = " as the broker reports" if b.throttle_ms else ""
+            text += f", so each request waits ≈ {_duration(wait)}{told}."
+        else:
+            share = "" if b.utilisation is None else f" ({b.utilisation:.0%} of it)"
+            text += f"{share}: not throttled."
+        out.append(Sentence(STATUS, text, {"subject": "client", "bucket": v.bucket,
+                                           "throttled": b.throttled, "brokers": (b.broker,),
+                                           "detail": True}))
+    return out
+
+
+def _entry(v: KeyVerdict) -> Sentence:
+    if v.level is None:
+        return Sentence(ENTRY, f"No entry on its ladder sets {v.key}: it is unlimited.",
+                        {"subject": "client", "level": None, "limit": None})
+    return Sentence(ENTRY, f"Its {v.key} quota is {format_quota(v.key, v.limit)} on each broker, "
+                           f"set by {v.entry.display()} (level {v.level}).",  # type: ignore[union-attr]
+                    {"subject": "client", "level": v.level, "limit": v.limit})
+
+
+def _share(v: KeyVerdict) -> Sentence:
+    claims = {"subject": "client", "bucket": v.bucket, "shared": v.shared}
+    if not v.shared:
+        return Sentence(SHARE, f"It has this allowance to itself: its bucket is "
+                               f"{_bucket(v.bucket)}.", claims)
+    return Sentence(SHARE, f"It shares this allowance with {v.sharers}: its bucket is "
+                           f"{_bucket(v.bucket)}.", claims)
+
+
+def _change(v: KeyVerdict) -> Sentence:
+    own = Entity.of(user=v.user, client_id=v.client_id).display() if v.user and v.client_id \
+        else None
+    claims = {"subject": "client"}
+    if v.level is None:
+        where = f"{own} (this client alone)" if own else "an entry on its ladder"
+        return Sentence(CHANGE, f"To limit it, set {v.key} on {where} or on "
+                                f"{Entity.of(user=v.user).display()} (all of user "
+                                f"{v.user!r}'s client ids together).", claims)
+    entry = v.entry.display()  # type: ignore[union-attr]
+    if v.level == 1:
+        return Sentence(CHANGE, f"To change it, edit {entry}: it is this client's own entry.",
+                        claims)
+    scope = ("the allowance the whole bucket shares" if v.shared
+             else "the quota of every client it covers")
+    alone = f"set {v.key} on {own} to change it for this client alone" if own else \
+        "add a more specific entry to change it for this client alone"
+    return Sentence(CHANGE, f"To change it, {alone}; editing {entry} changes {scope}.", claims)
+
+
+def client_story(v: KeyVerdict) -> list[Sentence]:
+    """The sentences about this client, for one key."""
+    return [s for s in (_status(v), _entry(v), _share(v), _change(v)) if s is not None]
+
+
+def others_story(v: KeyVerdict) -> list[Sentence]:
+    """Other buckets under the same user or client id: never this client's figures."""
+    out = []
+    for o in v.others:
+        entry = ("no entry limits it" if o.entry is None
+                 else f"{format_quota(v.key, o.limit)} set by {o.entry.display()} "
+                      f"(level {o.level})")
+        hot = [b for b in o.brokers if b.throttled]
+        if hot:
+            state = f"it is throttled: {_figures(v.key, tuple(hot), o.limit)}"
+        else:
+            state = "it is not throttled"
+        out.append(Sentence(OTHER, f"Another bucket, {_bucket(o.tags)}, is {o.members} "
+                                   f"({entry}); {state}. {_client(v)[0].upper()}"
+                                   f"{_client(v)[1:]} is not in it.",
+                            {"subject": "other", "bucket": o.tags, "throttled": bool(hot)}))
+    return out
+
+
+def set_back_story(v: KeyVerdict) -> list[Sentence]:
+    """Entries on this client's ladder that hold the key but do not decide it, per client."""
+    out = []
+    for level, entity, value, elsewhere in v.set_back:
+        subject = _client(v) if elsewhere else f"user {v.user!r}"
+        if v.limit is None or value != value or v.limit != v.limit:
+            compare = ""
+        elif v.limit > value:
+            compare = ", so it gets more than this entry's cap"
+        elif v.limit < value:
+            compare = ", so it gets less than this entry would give"
+        else:
+            compare = " (the same value)"
+        verb = "does not set" if elsewhere else "never sets"
+        text = (f"{entity.display()} {format_quota(v.key, value)} (level {level}) {verb} "
+                f"{v.key} for {subject}: {v.entry.display()} at level {v.level} sets it first "  # type: ignore[union-attr]
+                f"({format_quota(v.key, v.limit)}){compare}.")
+        if elsewhere:
+            text += (f" It still sets {v.key} for the client ids of user {v.user!r} without "
+                     f"an entry of their own.")
+        out.append(Sentence(SET_BACK, text, {"subject": "client", "level": v.level,
+                                             "set_back_level": level, "elsewhere": elsewhere}))
+    return out
+
+
+def story(v: KeyVerdict) -> list[Sentence]:
+    """Everything Resolve says about one key, in page order."""
+    return client_story(v)[:1] + bucket_details(v) + client_story(v)[1:] + others_story(v) \
+        + set_back_story(v)

@@ -1,0 +1,92 @@
+"""Resolve's sentences as escaped HTML: names are shown raw, never interpreted as markup.
+
+Every sentence comes from :mod:`quota_core.story` (one verdict per key) or from the existing
+explanations (:func:`quota_core.explain_key`, :func:`quota_core.shadows.shadow_notes`).
+"""
+from __future__ import annotations
+
+import re
+from html import escape
+from typing import Iterable
+
+from quota_core.story import STATUS, Sentence
+
+__all__ = ["sentence_html", "sentences_html", "note_html", "notes_html"]
+
+_TONE = {  # background, border
+    "throttled": ("#fdecea", "#f5c2c0"),
+    "ok": ("#e8f5e9", "#b7dfb9"),
+    "other": ("#f1f3f4", "#dadce0"),
+    "plain": ("transparent", "transparent"),
+}
+
+
+def _tone(sentence: Sentence) -> str:
+    if sentence.claims.get("subject") == "other":
+        return "other"
+    if sentence.kind == STATUS:
+        return "throttled" if sentence.claims.get("throttled") else "ok"
+    return "plain"
+
+
+def sentence_html(sentence: Sentence) -> str:
+    bg, border = _TONE[_tone(sentence)]
+    return (f'<div class="qc-sentence" data-kind="{sentence.kind}" '
+            f'data-subject="{escape(str(sentence.claims.get("subject", "")))}" '
+            f'style="background:{bg};border:1px solid {border};border-radius:6px;'
+            f'padding:6px 10px;margin:4px 0">{escape(sentence.text)}</div>')
+
+
+def sentences_html(sentences: Iterable[Sentence]) -> str:
+    return "".join(sentence_html(s) for s in sentences)
+
+
+_CODE = re.compile(r"`([^`]*)`")
+_EM = re.compile(r"\*([^*]+)\*")
+
+
+def note_html(text: str) -> str:
+    """A sentence written with `code` and *emphasis* marks, as escaped HTML."""
+    html = escape(text)
+    html = _CODE.sub(lambda m: f"<code>{m.group(1)}</code>", html)
+    return _EM.sub(lambda m: f"<em>{m.group(1)}</em>", html)
+
+
+def notes_html(items: Iterable[str], label: str | None = None) -> str:
+    """A bulleted list of notes; ``label`` (bold, escaped) starts each item when given."""
+    rows = []
+    for text in items:
+        rows.append(f"<li>{note_html(text)}</li>")
+    return f'<ul class="qc-notes" style="margin:0 0 0 1.2em">{"".join(rows)}</ul>'
+
+
+_WINDOWS: dict[int, tuple[float, object]] = {}
+#: Re-read the brokers' quota window at most this often (it changes only by a broker restart
+#: or a dynamic config change).
+_WINDOW_TTL_S = 60.0
+
+
+def cluster_window(backend):
+    """The quota window of the cluster behind ``backend`` (Kafka's defaults when it cannot
+    be read, saying why in ``source``); cached a minute per connection."""
+    import threading
+    import time
+
+    from quota_core.errors import QuotaError
+    from quota_core.throttle import DEFAULT_WINDOW, QuotaWindow
+
+    if backend is None:
+        return DEFAULT_WINDOW
+    inner = getattr(backend, "inner", backend)
+    hit = _WINDOWS.get(id(inner))
+    if hit is not None and time.monotonic() - hit[0] < _WINDOW_TTL_S:
+        return hit[1]
+    lock = getattr(backend, "_lock", None) or threading.RLock()
+    try:
+        with lock:
+            window = inner.quota_window()
+    except QuotaError as exc:
+        window = QuotaWindow(source=f"Kafka's defaults: the brokers' settings could not be "
+                                    f"read ({exc})")
+    _WINDOWS[id(inner)] = (time.monotonic(), window)
+    return window
