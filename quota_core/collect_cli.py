@@ -103,6 +103,9 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 return collector.run(stop)
             finally:
                 sink.close()
+    except ParseError as exc:  # an unreadable --command-config: a usage error
+        err.write(f"{PROG}: error: {exc}\n")
+        return 2
     except QuotaError as exc:
         err.write(f"{PROG}: {exc}\n")
         return 1

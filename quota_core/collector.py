@@ -39,17 +39,20 @@ class Endpoint:
 
 
 def parse_endpoints(text: str) -> list[Endpoint]:
-    """``URL[,URL...]``; each may be ``LABEL=URL``. The default label is the URL's host:port."""
+    """``URL[,URL...]``; each may be ``LABEL=URL``. The default label is the URL's host:port.
+    A URL :func:`~quota_core.metrics.scrape.url_problem` refuses is a :class:`ParseError`."""
+    from .metrics.scrape import url_problem
+
     out = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
         label, _, url = part.partition("=") if "=" in part.split("://", 1)[0] else ("", "", part)
-        parsed = urlsplit(url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ParseError(f"--metrics {part!r}: give an http(s) URL such as "
+        problem = url_problem(url)
+        if problem is not None:  # a usage error (exit 2), never an "internal error"
+            raise ParseError(f"--metrics {part!r}: {problem}; give an http(s) URL such as "
                              f"http://127.0.0.1:7071/metrics (optionally LABEL=URL).")
-        out.append(Endpoint(label or parsed.netloc, url))
+        out.append(Endpoint(label or urlsplit(url).netloc, url))
     if not out:
         raise ParseError("--metrics is empty: give at least one http://HOST:PORT/metrics URL.")
     if len({e.label for e in out}) != len(out):
