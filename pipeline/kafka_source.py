@@ -86,18 +86,21 @@ def check_topic(bootstrap: str, topic: str, config=None, timeout_s: float = 30.0
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
+    errors: list = []  # librdkafka's reasons (authentication failed, ...), the last one wins
     conf = {"bootstrap.servers": bootstrap, "socket.timeout.ms": max(10, int(timeout_s * 1000)),
-            "log_level": 0, **(config.librdkafka_config() if config is not None else {})}
+            "log_level": 0, "error_cb": errors.append,
+            **(config.librdkafka_config() if config is not None else {})}
     where = f"kafka:{topic}"
     try:
         metadata = AdminClient(conf).list_topics(topic=topic, timeout=timeout_s)
     except KafkaException as exc:
-        reason = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+        cause = errors[-1] if errors else (exc.args[0] if exc.args else exc)
+        reason = cause.str() if hasattr(cause, "str") else str(cause)
         for secret in (config.secrets if config is not None else ()):
             reason = reason.replace(secret, "***")
-        raise PipelineError(f"{where}: the cluster at {bootstrap} did not answer within "
-                            f"{timeout_s:g} s (--timeout): {reason}. Check --kafka-bootstrap "
-                            f"and --command-config.", path=where) from None
+        raise PipelineError(f"{where}: the cluster at {bootstrap} could not be read within "
+                            f"{timeout_s:g} s (--timeout): {' '.join(reason.split())}. Check "
+                            f"--kafka-bootstrap and --command-config.", path=where) from None
     found = metadata.topics.get(topic)
     if found is None or found.error is not None:
         why = f" ({found.error.str()})" if found is not None else ""

@@ -129,3 +129,23 @@ def test_yaml_syntax_error_is_one_line_on_the_cli(store, tmp_path):
 def test_a_quota_file_is_size_capped():
     with pytest.raises(ParseError, match="is larger than 64 MiB, the most a quota file may be"):
         read_quota_file(" " * (64 * 2**20 + 1), "yaml", "q.yaml")
+
+
+def test_the_edit_pages_clients_upload_is_bounded():
+    """pages/edit.py reads its upload as parse_clients_csv(upload_text(...)): a 200 KB field
+    used to escape as csv.Error (a crash of the page); now one ParseError, as for a file."""
+    import csv
+
+    from quota_core.impact import parse_clients_csv
+    from quota_core.inputs import upload_text
+
+    giant = b"alice," + b"x" * 200_000 + b"\n"
+    with pytest.raises(csv.Error):
+        parse_clients_csv(giant.decode())  # what the page did before
+    with pytest.raises(ParseError, match="The clients file has a line of 200,006 bytes, longer "
+                                         "than the 64 KiB a line may be"):
+        parse_clients_csv(upload_text(giant, "clients file"))
+    with pytest.raises(ParseError, match="The clients file is larger than 64 MiB"):
+        upload_text(b"a,b\n" * (16 * 2**20 + 1), "clients file")
+    assert parse_clients_csv(upload_text("alice,app\n,\xff\n".encode("latin-1"), "clients file")) \
+        == [("alice", "app"), ("ANONYMOUS", "\ufffd")]
