@@ -92,7 +92,8 @@ def check_topic(bootstrap: str, topic: str, config=None, timeout_s: float = 30.0
             **(config.librdkafka_config() if config is not None else {})}
     where = f"kafka:{topic}"
     try:
-        metadata = AdminClient(conf).list_topics(topic=topic, timeout=timeout_s)
+        # every topic's metadata: asking for one by name may auto-create it on the broker
+        metadata = AdminClient(conf).list_topics(timeout=timeout_s)
     except KafkaException as exc:
         cause = errors[-1] if errors else (exc.args[0] if exc.args else exc)
         reason = cause.str() if hasattr(cause, "str") else str(cause)

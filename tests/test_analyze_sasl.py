@@ -50,7 +50,7 @@ def test_a_wrong_password_is_one_line_without_it(kafka_sasl_broker, sasl_topic, 
     out, err = StringIO(), StringIO()
     code = cli_main(["--usage", f"kafka:{sasl_topic}", "--kafka-bootstrap",
                      kafka_sasl_broker.bootstrap, "--command-config", str(props),
-                     "--timeout", "10", "--out", str(tmp_path / "out")], out, err)
+                     "--timeout", "4", "--out", str(tmp_path / "out")], out, err)
     assert code == 1, err.getvalue()
     assert err.getvalue().count("\n") == 1 and "starting Spark" not in err.getvalue()
     assert "wrong-pass-41c7" not in err.getvalue() and good not in err.getvalue()
