@@ -30,6 +30,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit pipeline/analyze.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     __package__ = "pipeline"  # noqa: A001 - lets the relative imports below work
 
+from quota_core.connect import NumberAction  # noqa: E402
 from quota_core.errors import ParseError, QuotaError  # noqa: E402
 
 __all__ = ["main", "cli_main", "parse_args", "parse_time"]
@@ -64,7 +65,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--command-config", metavar="FILE",
                    help="Kafka client properties for --usage kafka:TOPIC (security.protocol, "
                         "sasl.*, ssl.*), as for the rest of the CLI")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=float, action=NumberAction, default=30.0, metavar="SECONDS",
                    help="give up on a --usage kafka:TOPIC cluster that does not answer after "
                         "this long (default 30)")
     p.add_argument("--quotas", help="a quota export (JSON/YAML) in force over the whole range, "
@@ -76,6 +77,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="directory to create with the tables")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     args = p.parse_args(argv)
+    for flag, value in (("--from", args.start), ("--to", args.end)):
+        if isinstance(value, list):  # Python 3.11's argparse gives [] for "--flag=--"
+            p.error(f"{flag} --: give a date")
     if args.start and args.end and args.start >= args.end:
         p.error("--from must be before --to")
     if not (math.isfinite(args.timeout) and 0 < args.timeout <= 3600):

@@ -103,12 +103,15 @@ NUMBERS = st.one_of(st.sampled_from(["0", "-1", "nan", "inf", "1e400", "10" + "0
 
 @fuzz(300)
 @given(url=URLS, timeout=st.one_of(st.just("0.5"), NUMBERS),
-       mode=st.sampled_from(["throttled", "resolve", "collect", "plan"]))
-def test_metrics_urls_and_numbers(world, url, timeout, mode):
+       mode=st.sampled_from(["throttled", "resolve", "collect", "plan"]),
+       joined=st.booleans(), flag=st.sampled_from(["--timeout", "--every", "--status-every"]))
+def test_metrics_urls_and_numbers(world, url, timeout, mode, joined, flag):
     store, d = world["store"], world["dir"]
+    number = [f"--timeout={timeout}"] if joined else ["--timeout", timeout]  # "=--" is []
     if mode == "collect":
+        number = [f"{flag}={timeout}"] if joined else [flag, timeout]
         argv = ["collect", "--sandbox", store, "--metrics", url, "--to", str(d / "hist"),
-                "--timeout", timeout, "--every", "0.05"]
+                *number, "--every", "0.05"]
         # a valid one would run until SIGTERM: keep only what stops at setup
         from quota_core.collect_cli import _check, build_parser
         from quota_core.collector import parse_endpoints
@@ -124,10 +127,10 @@ def test_metrics_urls_and_numbers(world, url, timeout, mode):
         run("collect", argv, 2)
     elif mode == "plan":
         run("plan", ["plan", str(d / "want.yaml"), "--sandbox", store, "--metrics", url,
-                     "--timeout", timeout], 1)
+                     *number], 1)
     else:
         extra = ["--throttled"] if mode == "throttled" else ["--resolve", "--user", "a"]
-        run("--metrics", ["--sandbox", store, *extra, "--metrics", url, "--timeout", timeout], 2)
+        run("--metrics", ["--sandbox", store, *extra, "--metrics", url, *number], 2)
 
 
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(10**300, 10**400),
