@@ -246,3 +246,50 @@ def test_url_problem(url, problem):
     if problem:  # the scrape refuses it before any I/O, as a MetricsError naming it
         with pytest.raises(MetricsError):
             fetch_text(url)
+
+
+# -- https: the TLS handshake is inside the deadline; a certificate that does not verify is named
+
+def test_a_stalled_tls_handshake_stops_at_the_deadline():
+    with socket.socket() as server:  # accepts, never sends a ServerHello
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        url = f"https://127.0.0.1:{server.getsockname()[1]}/metrics"
+        raised, took, _ = timed(lambda: fetch_text(url, timeout=1.0))
+    assert isinstance(raised, MetricsError) and "did not answer within 1 s" in str(raised), raised
+    assert took < 15
+
+
+@pytest.fixture
+def tls_server(tmp_path) -> Iterator[str]:
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    httpd.daemon_threads = True
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_an_untrusted_certificate_is_one_clear_line(tls_server):
+    url = f"{tls_server}/metrics"
+    with pytest.raises(MetricsError) as info:
+        fetch_text(url, timeout=10)
+    message = str(info.value)
+    assert message.startswith(f"Cannot reach the metrics endpoint {url} ([SSL: "
+                              f"CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+    assert "\n" not in message

@@ -106,7 +106,7 @@ class _Watchdog:
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline
         self.expired = False
-        self.sock: socket.socket | None = None
+        self.socks: list[socket.socket] = []
         self._lock = threading.Lock()
         self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._expire)
         self._timer.daemon = True
@@ -115,19 +115,26 @@ class _Watchdog:
     def _expire(self) -> None:
         with self._lock:
             self.expired = True
-            if self.sock is not None:
+            for sock in self.socks:
                 try:
-                    self.sock.shutdown(socket.SHUT_RDWR)
+                    sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
 
     def watch(self, sock: socket.socket) -> None:
         """Shut ``sock`` at the deadline (at once if it has passed already)."""
         with self._lock:
-            self.sock = sock
+            self.socks.append(sock)
             expired = self.expired
         if expired:
             self._expire()
+
+    def release(self) -> None:
+        """Forget (and close) the sockets of a finished connection."""
+        with self._lock:
+            socks, self.socks = self.socks, []
+        for sock in socks:
+            sock.close()
 
     def left(self) -> float:
         """Seconds to the deadline (at least a millisecond: 0 would mean non-blocking)."""
@@ -183,12 +190,20 @@ class _Reader:
         return b"".join(self.chunks)
 
 
-def _connection(parts: SplitResult, timeout: float) -> http.client.HTTPConnection:
-    host, port = parts.hostname or "", parts.port
-    if parts.scheme == "https":
-        return http.client.HTTPSConnection(host, port, timeout=timeout,
-                                           context=ssl.create_default_context())
-    return http.client.HTTPConnection(host, port, timeout=timeout)
+def _connect(parts: SplitResult, watchdog: _Watchdog) -> http.client.HTTPConnection:
+    """A connection to ``parts``' host whose socket the watchdog shuts at the deadline, from
+    the TCP connect on: the TLS handshake (https) is bounded by the same deadline."""
+    host, https = parts.hostname or "", parts.scheme == "https"
+    port = parts.port or (443 if https else 80)
+    raw = socket.create_connection((host, port), timeout=watchdog.left())
+    watchdog.watch(raw)
+    sock = raw
+    if https:  # wrap_socket takes the descriptor over; the watchdog's shutdown still reaches it
+        watchdog.watch(raw.dup())
+        sock = ssl.create_default_context().wrap_socket(raw, server_hostname=host)
+    conn = (http.client.HTTPSConnection if https else http.client.HTTPConnection)(host, port)
+    conn.sock = sock  # connected already: request() sends on it
+    return conn
 
 
 def _redirect_problem(origin: SplitResult, target: str) -> str | None:
@@ -217,11 +232,10 @@ def fetch_text(url: str, timeout: float = 5.0, *, max_bytes: int = MAX_BYTES,
     try:
         current, parts = url, origin
         for hop in range(MAX_REDIRECTS + 1):
-            conn, response = _connection(parts, watchdog.left()), None
+            conn = response = None
             try:
-                conn.connect()  # bounded by the time left; the watchdog takes over from here
+                conn = _connect(parts, watchdog)
                 sock = conn.sock
-                watchdog.watch(sock)
                 target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
                 conn.request("GET", target, headers={"Accept": _ACCEPT,
                                                      "Accept-Encoding": "identity"})
@@ -262,9 +276,11 @@ def fetch_text(url: str, timeout: float = 5.0, *, max_bytes: int = MAX_BYTES,
                 body = reader.body()
                 break
             finally:
-                conn.close()
+                if conn is not None:
+                    conn.close()
                 if response is not None:
                     response.close()
+                watchdog.release()
         else:  # pragma: no cover - the loop always breaks or raises
             raise AssertionError
     except MetricsError:
