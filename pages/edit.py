@@ -15,6 +15,7 @@ from quota_core.errors import ConcurrentChange, EntityError, OutcomeUnknown, Quo
 from quota_core.history import client_label, duration_text
 from quota_core.history import what_if as history_what_if
 from quota_core.impact import ANY_OTHER, apply_alteration, fallback, parse_clients_csv
+from quota_core.inputs import upload_text
 from quota_core.shadows import dead_keys
 from quota_core.live import clients_seen
 from quota_core.keys import QUOTA_KEYS, keys_for
@@ -243,7 +244,7 @@ upload = st.file_uploader("Known clients to check (CSV: user,client_id)", type=[
                                "checked.")
 if upload is not None:
     try:
-        uploaded = parse_clients_csv(upload.getvalue().decode("utf-8", "replace"))
+        uploaded = parse_clients_csv(upload_text(upload.getvalue(), "clients file"))
     except QuotaError as exc:
         st.error(str(exc))
         st.stop()

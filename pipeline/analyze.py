@@ -7,11 +7,19 @@ Example::
         --what-if proposed.yaml --out report/
 
 Progress lines go to stderr; the exit status is 0 on success, 1 when an input or output is
-unusable (one line saying which file and column), 2 for a usage error.
+unusable (one line saying which file and column) or the topic's cluster did not answer within
+``--timeout``, 2 for a usage error (a malformed or unreadable flag or file: ``--quotas``,
+``--what-if``, ``--command-config``, a ``--usage`` folder that does not exist). Every input
+the user names is checked before a Spark session starts.
+
+A ``kafka:TOPIC`` on a SASL/TLS cluster is read with ``--command-config FILE``, the same
+properties file as the rest of the CLI; the credentials go to Spark in-process, never on a
+command line or in a log line.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 import warnings
@@ -22,7 +30,8 @@ if __package__ in (None, ""):  # run as a file (spark-submit pipeline/analyze.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     __package__ = "pipeline"  # noqa: A001 - lets the relative imports below work
 
-from quota_core.errors import QuotaError  # noqa: E402
+from quota_core.connect import NumberAction  # noqa: E402
+from quota_core.errors import ParseError, QuotaError  # noqa: E402
 
 __all__ = ["main", "cli_main", "parse_args", "parse_time"]
 
@@ -53,6 +62,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--usage", required=True,
                    help="the collector's directory (usage/ and quotas/ in it) or kafka:TOPIC")
     p.add_argument("--kafka-bootstrap", help="HOST:PORT, with --usage kafka:TOPIC")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="Kafka client properties for --usage kafka:TOPIC (security.protocol, "
+                        "sasl.*, ssl.*), as for the rest of the CLI")
+    p.add_argument("--timeout", type=float, action=NumberAction, default=30.0, metavar="SECONDS",
+                   help="give up on a --usage kafka:TOPIC cluster that does not answer after "
+                        "this long (default 30)")
     p.add_argument("--quotas", help="a quota export (JSON/YAML) in force over the whole range, "
                                     "instead of the snapshots in the usage directory")
     p.add_argument("--from", dest="start", type=parse_time, help="first day or time (UTC)")
@@ -62,22 +77,56 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="directory to create with the tables")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     args = p.parse_args(argv)
+    for flag, value in (("--from", args.start), ("--to", args.end)):
+        if isinstance(value, list):  # Python 3.11's argparse gives [] for "--flag=--"
+            p.error(f"{flag} --: give a date")
     if args.start and args.end and args.start >= args.end:
         p.error("--from must be before --to")
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= 3600):
+        p.error(f"--timeout {args.timeout:g}: give a number of seconds between 0 and 3600")
+    if args.command_config and not args.usage.startswith("kafka:"):
+        p.error("--command-config goes with --usage kafka:TOPIC")
     return args
 
 
 def _load_set(path: str):
-    from quota_core.serialization import loads
+    """A quota file, bounded and strict (quota_core.inputs / serialization: size, nesting,
+    one-line errors); a :class:`ParseError` (exit 2) when it is unreadable or malformed."""
+    from quota_core.inputs import IMPORT_LIMIT, read_text_file
+    from quota_core.serialization import format_of, loads
 
-    from .errors import PipelineError
+    text = read_text_file(path, "quota file", IMPORT_LIMIT, fix="Give a JSON or YAML export.")
+    return loads(text, format_of(path, text), source=path)
 
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PipelineError(f"{path}: cannot read it ({exc.strerror}).", path=path) from exc
-    fmt = "yaml" if path.endswith((".yaml", ".yml")) else "json"
-    return loads(text, fmt, source=path)
+
+def _kafka_client(args: argparse.Namespace) -> dict[str, str] | None:
+    """For ``--usage kafka:TOPIC``: check the cluster answers (with ``--command-config``)
+    within ``--timeout`` and holds the topic, and return the Kafka source's options."""
+    if not args.usage.startswith("kafka:"):
+        return None
+    from quota_core.errors import ParseError
+
+    from .kafka_source import check_topic, client_options
+
+    if not args.kafka_bootstrap:
+        raise ParseError(f"--usage {args.usage} needs --kafka-bootstrap HOST:PORT.")
+    config = None
+    if args.command_config:
+        from quota_core.kafka_config import load_command_config
+
+        config = load_command_config(args.command_config)
+    check_topic(args.kafka_bootstrap, args.usage.removeprefix("kafka:"), config, args.timeout)
+    return client_options(config, args.timeout)
+
+
+def _check_usage_folder(usage: str) -> None:
+    if usage.startswith("kafka:") or "://" in usage:
+        return
+    if not Path(usage).is_dir():
+        from quota_core.errors import ParseError
+
+        raise ParseError(f"--usage {usage}: no such folder. Give the collector's --to folder "
+                         f"(it holds usage/ and quotas/) or kafka:TOPIC.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,10 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         quotas = _load_set(args.quotas) if args.quotas else None
         what_if = _load_set(args.what_if) if args.what_if else None
+        _check_usage_folder(args.usage)
+        client = _kafka_client(args)
         progress("starting Spark")
         spark = get_session(conf=QUIET, with_kafka=args.usage.startswith("kafka:"))
         out = run(spark, args.usage, args.out, TimeRange(args.start, args.end), quotas, what_if,
-                  args.kafka_bootstrap, args.overwrite, progress)
+                  args.kafka_bootstrap, args.overwrite, progress, kafka_client=client)
+    except ParseError as exc:  # a malformed or unreadable input the user named
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except QuotaError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

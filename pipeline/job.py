@@ -41,7 +41,8 @@ class Inputs:
 
 
 def load_inputs(spark: "SparkSession", usage: str, when: TimeRange,
-                quotas: QuotaSet | None = None, kafka_bootstrap: str | None = None) -> Inputs:
+                quotas: QuotaSet | None = None, kafka_bootstrap: str | None = None,
+                kafka_client: Mapping[str, str] | None = None) -> Inputs:
     """Samples and quota versions from a directory (``DIR/usage``, ``DIR/quotas``) or a topic
     (``kafka:TOPIC``). ``quotas`` (from --quotas FILE) replaces any snapshots."""
     if usage.startswith("kafka:"):
@@ -51,7 +52,7 @@ def load_inputs(spark: "SparkSession", usage: str, when: TimeRange,
             raise PipelineError(f"--usage {usage} needs --kafka-bootstrap HOST:PORT.",
                                 path=usage)
         samples, quota_rows = read_topic(spark, kafka_bootstrap, usage.removeprefix("kafka:"),
-                                         when)
+                                         when, kafka_client)
         where = usage_where = usage
     else:
         base = usage.rstrip("/")
@@ -115,11 +116,12 @@ def build_tables(inputs: Inputs, what_if: QuotaSet | None = None) -> dict[str, "
 def run(spark: "SparkSession", usage: str, out: str, when: TimeRange = TimeRange(),
         quotas: QuotaSet | None = None, what_if: QuotaSet | None = None,
         kafka_bootstrap: str | None = None, overwrite: bool = False,
-        progress: Callable[[str], None] = lambda line: None) -> Path:
+        progress: Callable[[str], None] = lambda line: None,
+        kafka_client: Mapping[str, str] | None = None) -> Path:
     """Read, resolve, analyse, write: the whole job. Returns the output directory."""
     path = check_out(out, overwrite)
     progress(f"reading {usage} ({when.describe()})")
-    inputs = load_inputs(spark, usage, when, quotas, kafka_bootstrap)
+    inputs = load_inputs(spark, usage, when, quotas, kafka_bootstrap, kafka_client)
     progress(f"{len(inputs.versions)} quota version(s); resolving buckets")
     win, names = build_windows(inputs)
     with staged(out, overwrite) as tmp:

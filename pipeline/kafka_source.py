@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = ["RECORDS", "message_schema", "parse_messages", "read_topic", "stream_windows"]
+__all__ = ["RECORDS", "check_topic", "client_options", "message_schema", "parse_messages",
+           "read_topic", "stream_windows"]
 
 RECORDS = ("usage", "quota")
 
@@ -37,9 +38,76 @@ def message_schema():
     return StructType(list(fields.values()))
 
 
-def _kafka_options(bootstrap: str, topic: str) -> dict[str, str]:
+def _kafka_options(bootstrap: str, topic: str,
+                   client: Mapping[str, str] | None = None) -> dict[str, str]:
     return {"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
-            "startingOffsets": "earliest", "failOnDataLoss": "false"}
+            "startingOffsets": "earliest", "failOnDataLoss": "false", **(client or {})}
+
+
+def _jaas_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def client_options(config=None, timeout_s: float | None = None) -> dict[str, str]:
+    """The Kafka source's ``kafka.*`` options for a ``--command-config`` (a
+    :class:`~quota_core.kafka_config.KafkaClientConfig`: SASL, TLS) and ``--timeout``.
+
+    They are handed to Spark in-process (DataFrameReader options), never put on a command
+    line or in a log line; :func:`read_topic` names only the topic in its errors."""
+    from quota_core.kafka_config import _LOGIN_MODULES
+
+    options: dict[str, str] = {}
+    if timeout_s is not None:
+        ms = str(max(1, int(timeout_s * 1000)))
+        options.update({"kafka.request.timeout.ms": ms, "kafka.default.api.timeout.ms": ms,
+                        "fetchOffset.numRetries": "1"})
+    if config is None:
+        return options
+    options["kafka.security.protocol"] = config.security_protocol
+    if config.client_id:
+        options["kafka.client.id"] = config.client_id
+    if config.uses_sasl:
+        options["kafka.sasl.mechanism"] = config.sasl_mechanism
+        options["kafka.sasl.jaas.config"] = (
+            f"{_LOGIN_MODULES[config.sasl_mechanism]} required username="
+            f"{_jaas_quote(config.username or '')} password={_jaas_quote(config.password or '')};")
+    if config.uses_ssl and config.ssl_cafile:
+        options.update({"kafka.ssl.truststore.type": "PEM",
+                        "kafka.ssl.truststore.location": config.ssl_cafile})
+        if not config.ssl_check_hostname:
+            options["kafka.ssl.endpoint.identification.algorithm"] = ""
+    return options
+
+
+def check_topic(bootstrap: str, topic: str, config=None, timeout_s: float = 30.0) -> None:
+    """Before any Spark session: the cluster answers within ``timeout_s`` (with the
+    ``--command-config`` credentials) and holds ``topic``; else one clear
+    :class:`PipelineError` (Spark's own Kafka reader would retry for minutes)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    errors: list = []  # librdkafka's reasons (authentication failed, ...), the last one wins
+    conf = {"bootstrap.servers": bootstrap, "socket.timeout.ms": max(10, int(timeout_s * 1000)),
+            "log_level": 0, "error_cb": errors.append,
+            **(config.librdkafka_config() if config is not None else {})}
+    where = f"kafka:{topic}"
+    try:
+        # every topic's metadata: asking for one by name may auto-create it on the broker
+        metadata = AdminClient(conf).list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        cause = errors[-1] if errors else (exc.args[0] if exc.args else exc)
+        reason = cause.str() if hasattr(cause, "str") else str(cause)
+        for secret in (config.secrets if config is not None else ()):
+            reason = reason.replace(secret, "***")
+        raise PipelineError(f"{where}: the cluster at {bootstrap} could not be read within "
+                            f"{timeout_s:g} s (--timeout): {' '.join(reason.split())}. Check "
+                            f"--kafka-bootstrap and --command-config.", path=where) from None
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        why = f" ({found.error.str()})" if found is not None else ""
+        raise PipelineError(f"{where}: the cluster at {bootstrap} has no topic {topic!r}{why}. "
+                            f"Check the topic name (the collector's --to kafka:TOPIC).",
+                            path=where)
 
 
 def parse_messages(raw: "DataFrame") -> "DataFrame":
@@ -58,13 +126,15 @@ def _split(parsed: "DataFrame", where: str) -> tuple["DataFrame", "DataFrame"]:
 
 
 def read_topic(spark: "SparkSession", bootstrap: str, topic: str,
-               when: TimeRange = TimeRange()) -> tuple["DataFrame", "DataFrame"]:
-    """(usage samples in ``when``, quota snapshot rows up to ``when.end``) from the topic."""
+               when: TimeRange = TimeRange(),
+               client: Mapping[str, str] | None = None) -> tuple["DataFrame", "DataFrame"]:
+    """(usage samples in ``when``, quota snapshot rows up to ``when.end``) from the topic;
+    ``client`` holds :func:`client_options` (credentials, timeouts)."""
     from pyspark.sql import functions as F
 
     where = f"kafka:{topic}"
     with translating(where):
-        raw = spark.read.format("kafka").options(**_kafka_options(bootstrap, topic)).load()
+        raw = spark.read.format("kafka").options(**_kafka_options(bootstrap, topic, client)).load()
         parsed = parse_messages(raw).cache()
         bad = parsed.where(F.col("record").isNull() | ~F.col("record").isin(*RECORDS)
                            | F.try_to_timestamp(F.col("ts")).isNull())

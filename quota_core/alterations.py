@@ -19,7 +19,17 @@ class Op:
 
     @classmethod
     def set(cls, key: str, value: float) -> "Op":
-        return cls(key, float(value))
+        try:
+            return cls(key, float(value))
+        except OverflowError:  # an integer beyond a double's range (10**400, from a file)
+            from .errors import AlterationError
+            from .validation import too_large_message
+
+            try:
+                text = str(value)
+            except ValueError:  # more digits than Python will print
+                text = "a number with more than 4300 digits"
+            raise AlterationError(too_large_message(key, text), key=key) from None
 
     @classmethod
     def remove(cls, key: str) -> "Op":

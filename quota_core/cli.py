@@ -404,6 +404,10 @@ def _check_flags(args: argparse.Namespace) -> None:
                          "endpoints (python -m localkafka status prints a local broker's).")
     if args.metrics and not (args.resolve or args.throttled):
         raise UsageError("--metrics goes with --resolve or --throttled.")
+    if args.metrics:
+        from .collector import parse_endpoints
+
+        parse_endpoints(args.metrics)  # a malformed URL is a usage error, before connecting
     if args.above is not None and not args.throttled:
         raise UsageError("--above goes with --throttled.")
     for flag, value in (("--timeout", args.timeout), ("--above", args.above)):

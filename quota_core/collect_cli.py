@@ -19,7 +19,7 @@ import threading
 from typing import TextIO
 
 from .collector import Collector, parse_endpoints
-from .connect import open_backend
+from .connect import NumberAction, open_backend
 from .errors import ParseError, QuotaError
 
 PROG = "kafka-client-quotas collect"
@@ -37,13 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sandbox", metavar="PATH", help="snapshot a sandbox file's quotas instead")
     p.add_argument("--to", required=True, metavar="DIR|kafka:TOPIC",
                    help="a folder (Parquet, partitioned by date) or a Kafka topic")
-    p.add_argument("--every", type=float, default=10.0, metavar="SECONDS",
+    p.add_argument("--every", type=float, action=NumberAction, default=10.0, metavar="SECONDS",
                    help="scrape interval (default 10)")
-    p.add_argument("--snapshot-every", type=float, default=60.0, metavar="SECONDS",
+    p.add_argument("--snapshot-every", type=float, action=NumberAction, default=60.0, metavar="SECONDS",
                    help="describe the quota set this often; written when it changed (default 60)")
-    p.add_argument("--status-every", type=float, default=60.0, metavar="SECONDS",
+    p.add_argument("--status-every", type=float, action=NumberAction, default=60.0, metavar="SECONDS",
                    help="a status line this often (default 60)")
-    p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=float, action=NumberAction, default=5.0, metavar="SECONDS",
                    help="per scrape and per describe (default 5)")
     return p
 
@@ -103,6 +103,9 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 return collector.run(stop)
             finally:
                 sink.close()
+    except ParseError as exc:  # an unreadable --command-config: a usage error
+        err.write(f"{PROG}: error: {exc}\n")
+        return 2
     except QuotaError as exc:
         err.write(f"{PROG}: {exc}\n")
         return 1

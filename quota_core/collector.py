@@ -9,14 +9,20 @@
   at the start);
 * a broker or a cluster that does not answer is a gap and one log line when it goes down (and
   one when it is back), never a crash;
+* endpoints are isolated: in :meth:`Collector.run` each is scraped on a thread of its own,
+  on its own deadline (the scrape's ``timeout``), so a slow or hostile endpoint delays
+  neither the others' samples nor the status line; while one is still busy with an earlier
+  scrape, its next round is skipped (a gap), never queued;
 * memory is bounded: at most ``max_buffer`` unwritten samples are held while the sink refuses
   writes, the oldest dropped (and counted) beyond that;
 * a sample counted as written is durable (see :mod:`quota_core.sinks`); SIGTERM flushes and
-  exits 0;
+  exits 0 within a fraction of a second, whatever an endpoint is doing (a scrape in flight
+  is abandoned: its thread is a daemon);
 * a status line every ``status_every`` seconds: samples written, endpoints up and down.
 """
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,7 +30,7 @@ from datetime import datetime, timezone
 from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
-from .errors import BackendError, ParseError, QuotaError
+from .errors import BackendError, MetricsError, ParseError, QuotaError
 from .telemetry import snapshot_rows, usage_samples
 
 __all__ = ["Endpoint", "parse_endpoints", "Collector", "CollectorStats"]
@@ -39,17 +45,20 @@ class Endpoint:
 
 
 def parse_endpoints(text: str) -> list[Endpoint]:
-    """``URL[,URL...]``; each may be ``LABEL=URL``. The default label is the URL's host:port."""
+    """``URL[,URL...]``; each may be ``LABEL=URL``. The default label is the URL's host:port.
+    A URL :func:`~quota_core.metrics.scrape.url_problem` refuses is a :class:`ParseError`."""
+    from .metrics.scrape import url_problem
+
     out = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
         label, _, url = part.partition("=") if "=" in part.split("://", 1)[0] else ("", "", part)
-        parsed = urlsplit(url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ParseError(f"--metrics {part!r}: give an http(s) URL such as "
+        problem = url_problem(url)
+        if problem is not None:  # a usage error (exit 2), never an "internal error"
+            raise ParseError(f"--metrics {part!r}: {problem}; give an http(s) URL such as "
                              f"http://127.0.0.1:7071/metrics (optionally LABEL=URL).")
-        out.append(Endpoint(label or parsed.netloc, url))
+        out.append(Endpoint(label or urlsplit(url).netloc, url))
     if not out:
         raise ParseError("--metrics is empty: give at least one http://HOST:PORT/metrics URL.")
     if len({e.label for e in out}) != len(out):
@@ -89,24 +98,28 @@ class Collector:
 
     # -- one round -------------------------------------------------------------------------
     def scrape_all(self, now: float) -> None:
-        ts = datetime.fromtimestamp(now, timezone.utc)
+        """Scrape every endpoint in turn and record the answers (what :meth:`run` does
+        concurrently, one thread per endpoint)."""
         for endpoint in self.endpoints:
-            try:
-                series = self.scrape(endpoint.url, endpoint.label, timeout=self.timeout)
-            except QuotaError as exc:
-                if endpoint.label not in self.stats.down:
-                    self.stats.down[endpoint.label] = ts.isoformat(timespec="seconds")
-                    self.log(f"collect: {endpoint.label} is down, its samples have a gap "
-                             f"until it answers: {exc}")
-                continue
-            if endpoint.label in self.stats.down:
-                self.log(f"collect: {endpoint.label} answers again (down since "
-                         f"{self.stats.down.pop(endpoint.label)})")
-            previous = self._last_ok.get(endpoint.label)
-            interval = self.scrape_every if previous is None else now - previous
-            self._last_ok[endpoint.label] = now
-            self._usage.extend(usage_samples(series, ts, interval))
+            self.record(endpoint, now, _scrape_one(self.scrape, endpoint, self.timeout))
         self.stats.scrapes += 1
+
+    def record(self, endpoint: Endpoint, now: float, answer: list | QuotaError) -> None:
+        """One endpoint's answer to the scrape started at ``now``: samples, or a gap."""
+        ts = datetime.fromtimestamp(now, timezone.utc)
+        if isinstance(answer, QuotaError):
+            if endpoint.label not in self.stats.down:
+                self.stats.down[endpoint.label] = ts.isoformat(timespec="seconds")
+                self.log(f"collect: {endpoint.label} is down, its samples have a gap "
+                         f"until it answers: {answer}")
+            return
+        if endpoint.label in self.stats.down:
+            self.log(f"collect: {endpoint.label} answers again (down since "
+                     f"{self.stats.down.pop(endpoint.label)})")
+        previous = self._last_ok.get(endpoint.label)
+        interval = self.scrape_every if previous is None else now - previous
+        self._last_ok[endpoint.label] = now
+        self._usage.extend(usage_samples(answer, ts, interval))
         self._bound_buffer()
 
     def snapshot(self, now: float) -> None:
@@ -158,26 +171,99 @@ class Collector:
 
     # -- the loop --------------------------------------------------------------------------
     def run(self, stop: threading.Event, clock: Callable[[], float] = time.time) -> int:
-        """Until ``stop`` is set; then a last flush. 0 when everything was written."""
+        """Until ``stop`` is set; then a last flush. 0 when everything was written.
+
+        Each endpoint is scraped by a worker thread of its own; this loop only starts
+        scrapes, records the answers as they arrive (within :data:`_POLL_S`), snapshots,
+        flushes and logs, so it never waits on an endpoint."""
+        answers: queue.Queue = queue.Queue()
+        workers = [_Worker(e, self.scrape, self.timeout, answers) for e in self.endpoints]
         next_scrape = next_snapshot = next_flush = clock()
         next_status = clock() + self.status_every
-        while not stop.is_set():
-            now = clock()
-            if now >= next_snapshot:
-                self.snapshot(now)
-                next_snapshot = now + self.snapshot_every
-            if now >= next_scrape:
-                self.scrape_all(now)
-                next_scrape += self.scrape_every
-                if next_scrape < now:  # a slow round: skip, do not catch up in a burst
-                    next_scrape = now + self.scrape_every
-            if now >= next_flush:
-                self.flush()
-                next_flush = now + self.flush_every
-            if now >= next_status:
-                self.log(self.status_line())
-                next_status = now + self.status_every
-            stop.wait(max(0.0, min(next_scrape, next_snapshot, next_flush, next_status) - clock()))
+        try:
+            while not stop.is_set():
+                now = clock()
+                if now >= next_snapshot:
+                    self.snapshot(now)
+                    next_snapshot = now + self.snapshot_every
+                if now >= next_scrape:
+                    for worker in workers:
+                        worker.start(now)  # a worker still busy skips this round: a gap
+                    self.stats.scrapes += 1
+                    next_scrape += self.scrape_every
+                    if next_scrape < now:  # a slow round: skip, do not catch up in a burst
+                        next_scrape = now + self.scrape_every
+                self._record_answers(answers)
+                if now >= next_flush:
+                    self.flush()
+                    next_flush = now + self.flush_every
+                if now >= next_status:
+                    self.log(self.status_line())
+                    next_status = now + self.status_every
+                wake = min(next_scrape, next_snapshot, next_flush, next_status)
+                stop.wait(min(_POLL_S, max(0.0, wake - clock())))
+        finally:
+            for worker in workers:
+                worker.close()
+        self._record_answers(answers)
         ok = self.flush()
         self.log(self.status_line())
         return 0 if ok else 1
+
+    def _record_answers(self, answers: queue.Queue) -> None:
+        while True:
+            try:
+                endpoint, started, answer = answers.get_nowait()
+            except queue.Empty:
+                return
+            self.record(endpoint, started, answer)
+
+
+#: How often :meth:`Collector.run` picks up answers that arrived (seconds).
+_POLL_S = 0.2
+
+
+def _scrape_one(scrape: Callable[..., list], endpoint: Endpoint, timeout: float) -> list | QuotaError:
+    """One endpoint's series, or the error that made it a gap (a bug in a scrape function
+    too: a worker never dies of one)."""
+    try:
+        return scrape(endpoint.url, endpoint.label, timeout=timeout)
+    except QuotaError as exc:
+        return exc
+    except Exception as exc:  # noqa: BLE001 - isolated per endpoint, reported as its gap
+        return MetricsError(f"Scraping {endpoint.url} failed ({type(exc).__name__}: {exc}).",
+                            url=endpoint.url)
+
+
+class _Worker:
+    """Scrapes one endpoint on a daemon thread of its own when :meth:`start` asks it to, and
+    puts ``(endpoint, started, answer)`` on the shared queue."""
+
+    def __init__(self, endpoint: Endpoint, scrape: Callable[..., list], timeout: float,
+                 answers: queue.Queue) -> None:
+        self.endpoint, self.scrape, self.timeout, self.answers = endpoint, scrape, timeout, answers
+        self._go: queue.Queue = queue.Queue()
+        self._busy = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name=f"collect-scrape-{endpoint.label}")
+        self._thread.start()
+
+    def start(self, now: float) -> bool:
+        """Start a scrape stamped ``now``; False (nothing started) while one is in flight."""
+        if self._busy.is_set():
+            return False
+        self._busy.set()
+        self._go.put(now)
+        return True
+
+    def close(self) -> None:
+        self._go.put(None)
+
+    def _loop(self) -> None:
+        while True:
+            now = self._go.get()
+            if now is None:
+                return
+            answer = _scrape_one(self.scrape, self.endpoint, self.timeout)
+            self.answers.put((self.endpoint, now, answer))
+            self._busy.clear()

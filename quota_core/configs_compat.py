@@ -387,9 +387,10 @@ def parse_configs_to_be_added(opts: Options) -> dict[str, str]:
         try:  # bounded, and never a FIFO or /dev/zero (inputs.py)
             text = read_bytes_file(path, "--add-config-file", PROPERTIES_LIMIT).decode(
                 "latin-1")  # Properties.load(InputStream)
-        except QuotaError as exc:
-            raise _ours(f"cannot read --add-config-file {path}: "
-                        f"{exc.context['reason']}.") from exc
+        except QuotaError as exc:  # an unreadable file the user named: a usage error, exit 2
+            failed = _ours(f"cannot read --add-config-file {path}: {exc.context['reason']}.")
+            failed.exit_code = 2  # (docs/CONTRACTS: like an unreadable --import)
+            raise failed from exc
         props.update(parse_properties(text))
     if opts.has("add-config"):
         pairs = [_java_split(_EQUALS, item, keep_trailing=True)
@@ -595,7 +596,7 @@ def main(argv: Sequence[str], out: TextIO, err: TextIO,
             err.write(f"{PROG}: {exc.message}\n")
         else:
             err.write(f"{exc.message}\n" + (f"{USAGE}\n" if exc.usage else ""))
-        return 1
+        return getattr(exc, "exit_code", 1)
     except QuotaError as exc:  # the backend's errors: ConfigCommand prints a stack trace
         err.write(f"Error while executing config command with args '{' '.join(argv)}'\n"
                   f"{PROG}: {exc}\n")

@@ -8,10 +8,22 @@ from typing import Callable
 from .backend import QuotaBackend
 from .errors import ConfigError
 
-__all__ = ["open_backend", "add_backend_arguments", "open_backend_from"]
+__all__ = ["open_backend", "add_backend_arguments", "open_backend_from", "NumberAction"]
 
 #: How long to wait for an unreachable cluster, unless --timeout says otherwise.
 DEFAULT_TIMEOUT_S = 10.0
+
+
+class NumberAction(argparse.Action):
+    """A ``type=float`` flag that refuses ``--flag=--`` as a usage error (exit 2).
+
+    Python 3.11's argparse hands ``--flag=--`` over as ``[]``, without calling ``type``: a
+    list where every check expects a number (a TypeError, an "internal error", before)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+        if not isinstance(values, (int, float)):
+            parser.error(f"argument {option_string}: expected a number, not '--'")
+        setattr(namespace, self.dest, values)
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +34,8 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--command-config", metavar="FILE",
                    help="Kafka client properties (security.protocol, sasl.*, ssl.*)")
     g.add_argument("--sandbox", metavar="PATH", help="a local sandbox store (SQLite file)")
-    g.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+    g.add_argument("--timeout", type=float, action=NumberAction, default=DEFAULT_TIMEOUT_S,
+                   metavar="SECONDS",
                    help=f"give up on an unreachable cluster after this long (default "
                         f"{DEFAULT_TIMEOUT_S:g})")
 

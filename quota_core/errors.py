@@ -15,9 +15,12 @@ Everything the library, the CLI, the pages and the backends raise on purpose der
     │   ├── NotAuthorized        the principal lacks an ACL (names the operation and resource)
     │   ├── UnsupportedBroker    broker too old for the client-quota APIs (keys 48/49)
     │   ├── ConfigError          a client-properties file we cannot use
+    │   │   └── UnreadableConfig a properties file the user named cannot be read (also a
+    │   │                        ParseError: a usage error, exit 2)
     │   ├── RequestRejected      the broker refused a whole request (e.g. a filter)
     │   ├── OutcomeUnknown       a change was sent, then the connection was lost: applied?
     │   ├── MetricsError         a metrics endpoint unreachable, or its text unreadable
+    │   │   └── ScrapeLimitExceeded  an endpoint's answer passed a cap (size, line, samples)
     │   └── SinkError            the collector's output (folder or topic) refused a write
     └── ConcurrentChange         an entity changed between reading and writing it
 
@@ -46,6 +49,9 @@ __all__ = [
     "SinkError",
     "ConcurrentChange",
     "Problem",
+    # bounded reads (issue 16, read path)
+    "ScrapeLimitExceeded",
+    "UnreadableConfig",
 ]
 
 
@@ -149,6 +155,19 @@ class SinkError(BackendError):
 
 class ConcurrentChange(QuotaError):
     """An entity changed after it was read, so a change based on that read is refused."""
+
+
+# -- bounded reads (issue 16, the read path) ---------------------------------------------------
+class ScrapeLimitExceeded(MetricsError):
+    """A metrics endpoint's answer passed one of the scrape's caps (size, line length, number
+    of samples): the read stopped there. ``context`` carries the ``url``."""
+
+
+class UnreadableConfig(ConfigError, ParseError):
+    """A client-properties file the user named (``--command-config``) is missing, not a
+    regular file, too large or unreadable. A :class:`ConfigError` for the code that reads
+    client settings, and a :class:`ParseError` for the CLI: a usage error (exit 2), like an
+    unreadable ``--import`` file."""
 
 
 class Problem:

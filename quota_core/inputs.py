@@ -12,12 +12,16 @@ from pathlib import Path
 
 from .errors import ParseError, QuotaError
 
-__all__ = ["IMPORT_LIMIT", "PROPERTIES_LIMIT", "read_bytes_file", "read_text_file"]
+__all__ = ["IMPORT_LIMIT", "LINE_LIMIT", "PROPERTIES_LIMIT", "read_bytes_file",
+           "read_text_file", "upload_text"]
 
 #: Quota exports: a million entries fit in well under this.
 IMPORT_LIMIT = 64 * 2**20
 #: Kafka client properties (``--command-config``, ``--add-config-file``): a few lines.
 PROPERTIES_LIMIT = 2**20
+#: The longest line of an uploaded list (below the csv module's 128 KiB field limit, whose
+#: csv.Error would otherwise escape as a crash of the page).
+LINE_LIMIT = 64 * 2**10
 
 
 def _kind(mode: int) -> str:
@@ -88,3 +92,20 @@ def read_text_file(path: str | Path, what: str, limit: int,
         reason = f"it is not UTF-8 text ({exc.reason} at byte {exc.start})"
         raise error(f"Cannot read {path}: {reason}. {fix or f'Save the {what} as UTF-8.'}",
                     path=str(path), reason=reason) from None
+
+
+def upload_text(data: bytes, what: str, limit: int = IMPORT_LIMIT,
+                line_limit: int = LINE_LIMIT) -> str:
+    """An uploaded file's bytes (a dashboard upload: already in memory) as text, with the
+    same bounds as a file the CLI reads: at most ``limit`` bytes and no line longer than
+    ``line_limit``, else one :class:`ParseError` naming ``what``. Bytes that are not UTF-8
+    become U+FFFD, as the Edit page has always read its clients list."""
+    if len(data) > limit:
+        raise ParseError(f"The {what} is larger than {_size(limit)}, the most it may be: "
+                         f"upload the part you need.", reason="too large")
+    longest = max(map(len, data.splitlines()), default=0)
+    if longest > line_limit:
+        raise ParseError(f"The {what} has a line of {longest:,} bytes, longer than the "
+                         f"{line_limit // 1024} KiB a line may be: it is not a list of names.",
+                         reason="line too long")
+    return data.decode("utf-8", "replace")

@@ -424,13 +424,14 @@ def client_config(properties: Mapping[str, str] | None,
 
 def load_command_config(path: str | Path) -> KafkaClientConfig:
     """Read and check a ``--command-config`` properties file."""
+    from .errors import UnreadableConfig
     from .inputs import PROPERTIES_LIMIT, read_bytes_file
 
     path = Path(path)
     if not path.exists() and not path.is_symlink():
-        raise ConfigError(f"The --command-config file {path} does not exist.", path=str(path))
+        raise UnreadableConfig(f"The --command-config file {path} does not exist.", path=str(path))
     # Bounded, and never a FIFO or /dev/zero: those would hang the CLI.
-    raw = read_bytes_file(path, "--command-config file", PROPERTIES_LIMIT, ConfigError)
+    raw = read_bytes_file(path, "--command-config file", PROPERTIES_LIMIT, UnreadableConfig)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

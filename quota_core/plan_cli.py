@@ -24,6 +24,7 @@ from .audit import AuditLog, cluster_fields, default_audit_path, os_user
 from .connect import add_backend_arguments, open_backend_from
 from .errors import (AlterationError, ConcurrentChange, OutcomeUnknown, ParseError,
                      QuotaError, ValidationError)
+from .inputs import IMPORT_LIMIT, read_text_file
 from .output import FORMATS, entity_text, format_key_change, format_plan
 
 PROG = "kafka-client-quotas"
@@ -103,7 +104,7 @@ def _check_where(args: argparse.Namespace) -> None:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return read_text_file(path, "quota or plan file", IMPORT_LIMIT)  # bounded (issue 16)
     except OSError as exc:
         raise ParseError(f"Cannot read {path}: {exc.strerror}.") from exc
     except UnicodeDecodeError as exc:
@@ -214,7 +215,7 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
         path = Path(args.plan_file)
         try:
             doc = json.loads(_read_text(path))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: [[[[... (issue 16)
             raise ParseError(f"{path} is not a plan file (not JSON: {exc}). Make one with "
                              f"`{PROG} plan FILE ... --out {path}`.") from None
         plan = read_plan(doc, str(path))

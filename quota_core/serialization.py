@@ -25,10 +25,16 @@ from .entities import Entity
 from .keys import NON_FINITE, json_number, keys_for
 from .errors import ParseError, ValidationError
 
-__all__ = ["FORMAT", "to_document", "from_document", "dumps", "loads", "import_plan",
-           "QuotaFile", "read_quota_file", "format_of"]
+__all__ = ["FORMAT", "MAX_DEPTH", "to_document", "from_document", "dumps", "loads",
+           "import_plan", "QuotaFile", "read_quota_file", "format_of"]
 
 FORMAT = "quota-console/1"
+#: The deepest nesting a quota file may have (it needs 4: document, entries, entry, quotas).
+#: Checked on the parser's event stream (YAML) and while reading (JSON), before anything
+#: recursive sees the document: 100,000 ``[`` are refused at once, not after minutes.
+MAX_DEPTH = 64
+#: The most text a quota file may hold (what ``--import`` reads from disk, inputs.IMPORT_LIMIT).
+MAX_CHARS = 64 * 2**20
 
 
 def _sorted(quotas: Mapping[Entity, Mapping[str, float]]) -> list[Entity]:
@@ -263,7 +269,11 @@ def format_of(name: str, text: str = "") -> str:
 
 def read_quota_file(text: str, fmt: str = "json", source: str = "the document") -> QuotaFile:
     """Read a quota set people wrote or edited, strictly, keeping line numbers (see the
-    module docstring for what is refused). Raises :class:`ParseError` naming the line."""
+    module docstring for what is refused). Raises :class:`ParseError` naming the line, in one
+    line of text. Bounded: at most :data:`MAX_CHARS` of text, :data:`MAX_DEPTH` levels."""
+    if len(text) > MAX_CHARS:
+        raise ParseError(f"{source} is larger than {MAX_CHARS // 2**20} MiB, the most a quota "
+                         f"file may be. Check that it is the right file.")
     if fmt == "json":
         doc = _json_tree(text, source)
     elif fmt == "yaml":
@@ -285,8 +295,15 @@ def _yaml_tree(text: str, source: str) -> Any:
 
     merge_tag = "tag:yaml.org,2002:merge"
     try:
+        depth = 0
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             line = event.start_mark.line + 1
+            if isinstance(event, events.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise _too_deep(source, line)
+            elif isinstance(event, events.CollectionEndEvent):
+                depth -= 1
             if isinstance(event, events.AliasEvent):
                 raise ParseError(
                     f"{source}, line {line}: the alias *{event.anchor} repeats another part of "
@@ -332,9 +349,38 @@ def _yaml_tree(text: str, source: str) -> Any:
         finally:
             loader.dispose()
     except yaml.YAMLError as exc:
-        raise ParseError(f"{source} is not valid yaml: {exc}") from exc
+        raise ParseError(f"{source} is not valid yaml: {_yaml_problem(exc)}") from None
     except RecursionError:
-        raise ParseError(f"{source} is nested too deeply to be a quota file.") from None
+        raise _too_deep(source, None) from None
+    except (ValueError, OverflowError) as exc:  # a constructor's: int('9' * 5000), a date
+        reason = " ".join(str(exc).split())[:200]
+        raise ParseError(f"{source} holds a value that cannot be read ({reason}).") from None
+
+
+def _too_deep(source: str, line: int | None) -> ParseError:
+    where = f"{source}, line {line}" if line else source
+    return ParseError(f"{where}: nested more than {MAX_DEPTH} levels deep, which no quota file "
+                      f"is (it needs 4): it is not a quota file.")
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """PyYAML's error (several lines, with a caret under the text) as one line: where, what,
+    and while doing what (the README promises one line per error)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or not problem:
+        if hasattr(exc, "position") and hasattr(exc, "reason"):  # yaml.reader.ReaderError
+            character = getattr(exc, "character", "")
+            if isinstance(character, str) and len(character) == 1:
+                character = ord(character)
+            code = f" #x{character:04x}" if isinstance(character, int) else ""
+            return f"character {exc.position + 1}{code}: {exc.reason}"
+        return " ".join(str(exc).split("\n  in ")[0].split())
+    text = f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context:
+        text += f" ({context}" + (f" at line {context_mark.line + 1}" if context_mark else "") + ")"
+    return " ".join(text.split())
 
 
 _JSON_WS = re.compile(r"[ \t\n\r]*")
@@ -353,7 +399,7 @@ def _json_tree(text: str, source: str) -> Any:
     except ValueError as exc:
         raise ParseError(f"{source} is not valid json: {exc}") from exc
     except RecursionError:
-        raise ParseError(f"{source} is nested too deeply to be a quota file.") from None
+        raise _too_deep(source, None) from None
     starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def line_of(pos: int) -> int:
@@ -362,9 +408,11 @@ def _json_tree(text: str, source: str) -> Any:
     def skip(pos: int) -> int:
         return _JSON_WS.match(text, pos).end()  # type: ignore[union-attr]
 
-    def value(pos: int) -> tuple[Any, int]:
+    def value(pos: int, depth: int = 1) -> tuple[Any, int]:
         pos = skip(pos)
         ch = text[pos]
+        if ch in "{[" and depth > MAX_DEPTH:
+            raise _too_deep(source, line_of(pos))
         if ch == "{":
             obj = _Map()
             obj.line, obj.key_lines = line_of(pos), {}
@@ -376,7 +424,7 @@ def _json_tree(text: str, source: str) -> Any:
                 kline = line_of(pos)
                 key, pos = scanstring(text, pos + 1)
                 pos = skip(pos) + 1  # the colon
-                item, pos = value(pos)
+                item, pos = value(pos, depth + 1)
                 if key in obj:
                     raise _dup_key(source, kline, key, obj.key_lines[key], "object")
                 obj[key], obj.key_lines[key] = item, kline
@@ -393,7 +441,7 @@ def _json_tree(text: str, source: str) -> Any:
             while True:
                 pos = skip(pos)
                 arr.item_lines.append(line_of(pos))
-                item, pos = value(pos)
+                item, pos = value(pos, depth + 1)
                 arr.append(item)
                 pos = skip(pos)
                 if text[pos] == "]":
@@ -412,4 +460,4 @@ def _json_tree(text: str, source: str) -> Any:
     try:
         return value(0)[0]
     except RecursionError:
-        raise ParseError(f"{source} is nested too deeply to be a quota file.") from None
+        raise _too_deep(source, None) from None

@@ -30,23 +30,25 @@ def parse_metrics(text: str, broker: str) -> list[QuotaSeries]:
     Raises :class:`~quota_core.errors.MetricsError` if the text is not Prometheus text or a
     tag is not the JMX-quoted form Kafka writes.
     """
-    try:
-        families = list(text_string_to_metric_families(text))
-    except (ValueError, TypeError, IndexError) as exc:
-        first = next((ln for ln in str(text).splitlines() if ln.strip()), "")[:80]
-        raise MetricsError(
-            f"The metrics from {broker} are not Prometheus text ({exc or 'a line does not parse'}; "
-            f"it starts {first!r}): point the scrape at the JMX exporter's /metrics endpoint.",
-            broker=broker) from exc
     found: list[QuotaSeries] = []
-    for family in families:
+    families = text_string_to_metric_families(text)  # lazily: one family held at a time
+    while True:
+        try:
+            family = next(families, None)
+        except (ValueError, TypeError, IndexError) as exc:
+            first = next((ln for ln in str(text).splitlines() if ln.strip()), "")[:80]
+            raise MetricsError(
+                f"The metrics from {broker} are not Prometheus text ({exc or 'a line does not parse'}; "
+                f"it starts {first!r}): point the scrape at the JMX exporter's /metrics endpoint.",
+                broker=broker) from exc
+        if family is None:
+            return found
         for sample in family.samples:
             rule = rule_for(sample.name)
             if rule is not None:
                 series = _read(rule, sample.labels, float(sample.value), broker)
                 if series is not None:
                     found.append(series)
-    return found
 
 
 def _read(rule: SeriesRule, labels: dict[str, str], value: float, broker: str) -> QuotaSeries | None:
