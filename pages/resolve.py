@@ -15,6 +15,7 @@ from quota_core.errors import QuotaError
 from ui.render import KEY_ORDER, answers_html, entity_text, ladder_html
 from ui.live_panel import live_panel
 from ui.session import context
+from ui.text import md
 
 ctx = context()
 st.title("Resolve & explain")
@@ -78,10 +79,10 @@ quotas = ctx.snapshot.quotas
 
 problems = client_name_problems(user, client_id, ip)
 if ip and problems:
-    st.error(problems[0], icon=":material/error:")
+    st.error(md(problems[0]), icon=":material/error:")
     st.stop()
 for problem in problems:
-    st.warning(problem, icon=":material/help:")
+    st.warning(md(problem), icon=":material/help:")
 
 if mode == "IP address":
     if not ip:
@@ -92,7 +93,7 @@ else:
     resolution = resolve(quotas, user or None, client_id or None)
 
 for note in resolution.client.assumptions():
-    st.warning(note, icon=":material/info:")
+    st.warning(md(note), icon=":material/info:")
 
 # -- the answer per key ----------------------------------------------------------------------
 keys = [k for k in KEY_ORDER if k in resolution.keys]
@@ -108,7 +109,7 @@ st.html(ladder_html(resolution, keys))
 
 st.subheader("In plain words")
 for key in keys:
-    st.markdown(f"- **{key}** — {explain_key(resolution, key)}")
+    st.markdown(f"- **{key}** — {md(explain_key(resolution, key))}")
 if not resolution.client.is_ip:
     st.caption("Quotas are enforced by each broker on its own: a client spread over N brokers "
                "can use up to N × the quota in total.")
@@ -116,7 +117,7 @@ if not resolution.client.is_ip:
     if notes:
         st.subheader("Set back for this client")
         for note in notes:
-            st.markdown(f"- {note}")
+            st.markdown(f"- {md(note)}")
 
 # -- links: share, edit ----------------------------------------------------------------------
 with st.expander("Share or change this"):
@@ -128,7 +129,7 @@ with st.expander("Share or change this"):
         for step in resolution.ladder:
             if step.quotas:
                 st.page_link("pages/edit.py", label=f"level {step.level}: "
-                             f"{entity_text(step.entity)}", icon=":material/edit:",
+                             f"{md(entity_text(step.entity))}", icon=":material/edit:",
                              query_params={"entity": entity_to_json(step.entity)})
 
 # -- observed rates -> estimated throttle ------------------------------------------------------
@@ -144,7 +145,7 @@ with st.expander("Observed rates → estimated throttle (by hand)"):
         try:
             observed = parse_quota_value(key, text)
         except QuotaError as exc:
-            col.error(str(exc))
+            col.error(md(exc))
             continue
         est = estimate_throttle(key, observed, resolution.keys[key].value)
         if est.quota is None:

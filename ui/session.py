@@ -26,6 +26,7 @@ from quota_core.impact import clients_from_entries
 
 from .identity import (LOCAL, LOCAL_MODE_DETAIL, LOCAL_MODE_NOTICE, PROXY, SIGNIN, Identity,
                        access_mode, identify, may_edit, setup_banner)
+from .text import code, md
 from .settings import (AccessPolicy, ConnectionSpec, access_policy, audit_path, cache_ttl,
                        connections, kafka_timeout)
 
@@ -348,18 +349,18 @@ def sidebar() -> PageContext:
 
 def _connection_card(spec: ConnectionSpec, snapshot: Snapshot | None) -> None:
     kind = {"kafka": "Kafka cluster", "sandbox": "Sandbox file"}.get(spec.kind, spec.kind)
-    lines = [f"**{spec.label}**", f"{kind} · `{spec.location}`"]
+    lines = [f"**{md(spec.label)}**", f"{kind} · {code(spec.location)}"]
     if snapshot is not None:
         info = snapshot.info
         brokers = "?" if info.broker_count is None else str(info.broker_count)
-        lines.append(f"cluster id `{info.cluster_id or '?'}` · {brokers} "
+        lines.append(f"cluster id {code(info.cluster_id or '?')} · {brokers} "
                      f"broker{'s' if brokers != '1' else ''}")
         lines.append(f"{len(snapshot.quotas):,} quota entries")
         st.success("  \n".join(lines), icon=":material/link:")
     else:
         st.error("  \n".join(lines + ["**unreachable**"]), icon=":material/link_off:")
     if spec.command_config:
-        st.caption(f"client properties from `{spec.command_config}`")
+        st.caption(f"client properties from {code(spec.command_config)}")
     props = spec.public_properties()
     if props:
         with st.expander("Client properties"):
@@ -393,7 +394,7 @@ def _identity(policy: AccessPolicy) -> Identity:
     if mode == SIGNIN and not problem:
         if user and user.get("is_logged_in"):
             shown = identity.name or user.get("email") or user.get("name") or "?"
-            st.caption(f"Signed in as **{shown}** ({identity.via or 'signed in'}).")
+            st.caption(f"Signed in as **{md(shown)}** ({md(identity.via or 'signed in')}).")
             st.button("Sign out", key="sign_out", on_click=st.logout,
                       icon=":material/logout:")
         else:
@@ -401,10 +402,11 @@ def _identity(policy: AccessPolicy) -> Identity:
             st.button("Sign in to edit", key="sign_in", on_click=st.login, type="primary",
                       icon=":material/login:")
     elif mode == PROXY and not problem:
-        st.caption(f"Signed in as **{identity.name}** (from the {policy.user_header} header)."
+        st.caption(f"Signed in as **{md(identity.name)}** (from the {md(policy.user_header)} "
+                   f"header)."
                    if identity.name else f"No {policy.user_header} header on this request.")
     elif identity.problem and not setup_banner(policy, identity):
-        st.caption(identity.problem if identity.mode != "none" else
+        st.caption(md(identity.problem) if identity.mode != "none" else
                    "Editing is off: nobody is identified (see the Edit page).")
     return identity
 
@@ -418,7 +420,7 @@ def connection_banner(ctx: PageContext) -> None:
     if ctx.error is None:
         return
     with st.container(border=True):
-        st.error(ctx.error, icon=":material/cloud_off:")
+        st.error(md(ctx.error), icon=":material/cloud_off:")
         if ctx.spec is not None and st.button("Retry", key="retry_connection", type="primary",
                                               icon=":material/refresh:"):
             registry().drop(ctx.spec)
@@ -438,7 +440,7 @@ def editing_gate(ctx: PageContext, sign_in_key: str) -> None:
         st.warning(f"**{LOCAL_MODE_NOTICE}** {LOCAL_MODE_DETAIL}", icon=":material/warning:")
     allowed, why_not = ctx.may_edit()
     if not allowed:
-        st.warning(why_not, icon=":material/lock:")
+        st.warning(md(why_not), icon=":material/lock:")
         if ctx.identity.mode == SIGNIN and ctx.identity.name is None and not ctx.identity.problem:
             st.button("Sign in to edit", key=sign_in_key, on_click=st.login, type="primary",
                       icon=":material/login:")

@@ -1,0 +1,60 @@
+"""Text from input, made safe for Streamlit's markdown: the one place that does it.
+
+``st.markdown``, ``st.caption``, ``st.info``/``warning``/``error``/``success`` and most widget
+labels render GitHub-flavoured markdown, plus Streamlit's own ``:material/…:`` icons and
+``:red[…]`` colours. A name or a URL parameter put there as is becomes markup:
+``![t](http://host/beacon)`` makes the browser fetch the beacon, ``[Re-authenticate](…)`` a
+link. :func:`md` turns any text into markdown that shows exactly that text:
+
+* every ASCII punctuation character markdown or Streamlit gives a meaning to is
+  backslash-escaped (CommonMark lets any ASCII punctuation be escaped);
+* a bare ``http://…``, ``www.…`` or ``a@b.c`` is turned into a link by GFM's *literal
+  autolinks* even when escaped (they are found in the text after the escapes are read), and
+  ``:material/home:`` becomes an icon: an invisible WORD JOINER (U+2060) after a ``:`` that
+  a letter or ``/`` follows, between ``www`` and ``.``, and before an ``@`` between word
+  characters breaks those patterns without changing what people read.
+
+Names in HTML go through :func:`html.escape` instead (``ui.render``), and in tables through
+``st.dataframe``, which shows text as text.
+"""
+from __future__ import annotations
+
+import re
+
+__all__ = ["md", "code", "unmd", "WORD_JOINER"]
+
+WORD_JOINER = "\u2060"
+#: Characters with a meaning in CommonMark, GFM (tables, strikethrough), KaTeX ($) or
+#: Streamlit's directives (:icon:, :color[…]); each is shown literally once escaped.
+_SPECIAL = frozenset("\\`*_{}[]()#+-.!|<>~$&:=\"'^%")
+_AUTOLINK_PARTS = re.compile(r"(?<=:)(?=[A-Za-z/])|(?i:(?<=www)(?=\.))|(?<=\w)(?=@\w)")
+
+
+def md(text: object) -> str:
+    """``text`` as markdown that renders as exactly that text (no link, image, HTML, icon,
+    emphasis, heading or list); line breaks become spaces."""
+    value = " ".join(str(text).splitlines()) if text is not None else ""
+    value = _AUTOLINK_PARTS.sub(WORD_JOINER, value)
+    return "".join("\\" + c if c in _SPECIAL else c for c in value)
+
+
+def code(text: object) -> str:
+    """``text`` as an inline code span that shows exactly that text. Code spans take no
+    escapes and make no links; the fence is longer than any run of backticks in the text,
+    and the word joiners of :func:`md` keep Streamlit from reading ``:material/x:`` in it."""
+    value = " ".join(str(text).splitlines()) if text is not None else ""
+    if not value.strip():
+        return md(value)
+    value = _AUTOLINK_PARTS.sub(WORD_JOINER, value)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", value)), default=0) + 1)
+    pad = " " if value[0] in "` " or value[-1] in "` " else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def unmd(markdown: str) -> str:
+    """What a person reads in markdown :func:`md` made (escapes and word joiners removed):
+    for tests, which compare the shown text with the text meant."""
+    return _ESCAPED.sub(r"\1", markdown).replace(WORD_JOINER, "")
