@@ -6,6 +6,7 @@ from quota_core import format_quota
 from quota_core.browse import (ALL_KEYS, DEFAULT_LABEL, LEVELS, BrowseFilter, TypeMatch,
                                at_levels, export_csv, export_json, filter_frame,
                                level_counts, sort_frame)
+from quota_core.csvsafe import FORMULA_NOTE
 from quota_core.entities import entity_to_json
 from quota_core.errors import FilterError
 from quota_core.keys import QUOTA_KEYS
@@ -215,6 +216,7 @@ e1.download_button("Export CSV", data=lambda: export_csv(shown), file_name="quot
 e2.download_button("Export JSON", data=lambda: export_json(shown), file_name="quotas.json",
                    mime="application/json", icon=":material/download:", key="br_json",
                    help="The CLI's export format: kafka-client-quotas --import reads it back.")
+st.caption(f"CSV: {FORMULA_NOTE} The JSON export keeps every name exactly.")
 
 # -- charts ----------------------------------------------------------------------------------
 g1, g2 = st.columns(2)

@@ -13,9 +13,8 @@ import streamlit as st
 
 from quota_core.entities import entity_from_json
 from quota_core.history import client_label, duration_text, throttle_heatmap
-from quota_core.units import format_quota
-from ui.history import (BUCKET_COLUMNS, HEATMAP_COLUMNS, job_log, job_running, places, start_job,
-                        tables, windows)
+from ui.history import (BUCKET_COLUMNS, HEATMAP_COLUMNS, job_log, job_running, places,
+                        sizing_rows, start_job, tables, windows)
 from ui.session import context, secrets_dict
 
 ctx = context()
@@ -144,8 +143,7 @@ if choices:
 # -- sizing -----------------------------------------------------------------------------------------
 with st.expander("Sizing: the smallest quota that would have kept p99 of each entry's clients "
                  "under it"):
-    st.dataframe([{"entry": entity_from_json(s).display(), "key": k,
-                   "now": format_quota(k, q), "suggested": format_quota(k, sq),
-                   "clients": n} for s, k, q, sq, n in
-                  zip(sizing["source"], sizing["key"], sizing["current_quota"],
-                      sizing["suggested_quota"], sizing["clients"])], hide_index=True)
+    st.caption("now: the quota the cluster holds now; suggested: rounded up to three "
+               "significant digits.")
+    st.dataframe(sizing_rows(sizing, ctx.snapshot.quotas if ctx.connected else None),
+                 hide_index=True)

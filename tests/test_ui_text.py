@@ -63,6 +63,12 @@ def test_spreadsheet_cells():
         assert spreadsheet_cell(safe) == safe
 
 
+def test_browse_says_so_by_the_export_button(sandbox):
+    at = run_app("pages/browse.py")
+    assert any("get a leading ' so that a spreadsheet shows them as text" in c
+               for c in texts(at.caption))
+
+
 def test_browse_csv_export_neutralises_formulas():
     names = ['=HYPERLINK("http://x")', "+cmd|calc!A1", "@SUM(1)", "-2+3", "\tx", "plain"]
     quotas = {Entity.of(user=n): {"producer_byte_rate": 1024.0} for n in names}
@@ -152,3 +158,39 @@ def test_browse_and_edit_names_are_shown_as_text(sandbox):
     at = open_edit(PAYLOAD)
     assert not _markup(at)
     assert any(PAYLOAD in t for t in texts(at.markdown))
+
+
+# -- History's sizing table (the page itself: tests/test_history_page.py, on Spark's tables) --
+def test_sizing_rows_round_up_in_page_units_and_now_is_the_clusters():
+    import pandas as pd
+
+    from quota_core.entities import entity_to_json
+    from ui.history import sizing_rows
+
+    alice, gone = Entity.of(user="alice"), Entity.of(user="gone")
+    sizing = pd.DataFrame({
+        "source": [entity_to_json(alice), entity_to_json(alice), entity_to_json(gone)],
+        "key": ["controller_mutation_rate", "producer_byte_rate", "producer_byte_rate"],
+        "current_quota": [5.0, 1e6, 1e6], "suggested_quota": [9.099977605729402, 1500000.3,
+                                                             2.0 * 1024 * 1024],
+        "clients": [2, 3, 1]})
+    quotas = {alice: {"controller_mutation_rate": 12.0, "producer_byte_rate": 2 * 1024 * 1024}}
+    rows = sizing_rows(sizing, quotas)
+    assert [(r["now"], r["suggested"]) for r in rows] == [
+        ("12 mutations/s", "9.1 mutations/s"),    # the cluster's 12, not the history's 5
+        ("2 MiB/s", "1.44 MiB/s"),                # rounded *up*, in MiB/s (not 1.5 MB/s)
+        ("not set", "2 MiB/s")]
+    assert [r["now"] for r in sizing_rows(sizing, None)] == ["not connected"] * 3
+
+
+# -- the stale banner's words (the watch itself: test_browser_hostile's broker stop) ----------
+def test_stale_notice_says_since_when():
+    from ui.session import Health, Snapshot, stale_notice
+
+    snap = Snapshot({}, None, None, loaded_at=1000.0, took_s=0.1)
+    assert stale_notice(snap, Health(last_ok=1010.0)) is None  # it answers: no banner
+    assert stale_notice(None, Health(1010.0, 1012.0, "x")) is None  # nothing shown
+    notice = stale_notice(snap, Health(1010.0, 1012.0, "Cannot reach 127.0.0.1:9"), now=1030.0)
+    assert "has not answered since" in notice and "(20 s ago)" in notice
+    assert "quota set as read at" in notice and "(30 s ago): it may be stale" in notice
+    assert notice.endswith("(Cannot reach 127.0.0.1:9)")
