@@ -16,6 +16,7 @@ from quota_core.history import client_label, duration_text, throttle_heatmap
 from ui.history import (BUCKET_COLUMNS, HEATMAP_COLUMNS, job_log, job_running, places,
                         sizing_rows, start_job, tables, windows)
 from ui.session import context, secrets_dict
+from ui.text import md
 
 ctx = context()
 st.title("History")
@@ -137,7 +138,7 @@ if choices:
                       margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.3))
     st.plotly_chart(fig, key="hi_bucket_chart")
     query = {key: v for key, v in (("user", u), ("client_id", c)) if v is not None and v == v}
-    st.page_link("pages/resolve.py", label=f"Resolve {client_label(u, c)} now",
+    st.page_link("pages/resolve.py", label=f"Resolve {md(client_label(u, c))} now",
                  icon=":material/troubleshoot:", query_params=query)
 
 # -- sizing -----------------------------------------------------------------------------------------

@@ -37,7 +37,6 @@ def test_md_shows_the_text_and_nothing_else(text):
                          .replace("\\\\", "")) or all(
         shown[m.start() - 1] == "\\" for m in re.finditer(r"[\[\]<>!*_`#|$~&]", shown))
     assert "://" not in shown.replace("\\", "") and "www." not in shown.lower().replace("\\", "")
-    assert not re.search(r"\w@\w", shown)
 
 
 @given(st.text(max_size=40).filter(lambda s: len(s.splitlines()) <= 1 and s.splitlines() == [s]
@@ -53,7 +52,7 @@ def test_code_spans_hold_any_name(text):
     fence = re.match(r"`+", span).group(0)
     assert span.endswith(fence) and fence * 1 not in span[len(fence):-len(fence)].strip()
     assert span[len(fence):-len(fence)].strip(" ").replace(WORD_JOINER, "") == text
-    assert "://" not in span and ":material/" not in span
+    assert ":material/" not in span
 
 
 def test_spreadsheet_cells():

@@ -8,11 +8,15 @@ link. :func:`md` turns any text into markdown that shows exactly that text:
 
 * every ASCII punctuation character markdown or Streamlit gives a meaning to is
   backslash-escaped (CommonMark lets any ASCII punctuation be escaped);
-* a bare ``http://…``, ``www.…`` or ``a@b.c`` is turned into a link by GFM's *literal
-  autolinks* even when escaped (they are found in the text after the escapes are read), and
+* a bare ``http://…`` or ``www.…`` is turned into a link by GFM's *literal autolinks* even
+  when escaped (they are found in the text after the escapes are read), and
   ``:material/home:`` becomes an icon: an invisible WORD JOINER (U+2060) after a ``:`` that
-  a letter or ``/`` follows, between ``www`` and ``.``, and before an ``@`` between word
-  characters breaks those patterns without changing what people read.
+  a letter or ``/`` follows, and between ``www`` and ``.``, breaks those patterns without
+  changing what people read.
+* An e-mail address (``alice@example.test``, the usual principal with sign-in) is left
+  whole, so it reads, copies and searches as written; GFM shows it as a ``mailto:`` link
+  whose text is exactly the address. Where a name stands alone, :func:`code` shows it with
+  no link at all.
 
 Names in HTML go through :func:`html.escape` instead (``ui.render``), and in tables through
 ``st.dataframe``, which shows text as text.
@@ -27,7 +31,8 @@ WORD_JOINER = "\u2060"
 #: Characters with a meaning in CommonMark, GFM (tables, strikethrough), KaTeX ($) or
 #: Streamlit's directives (:icon:, :color[…]); each is shown literally once escaped.
 _SPECIAL = frozenset("\\`*_{}[]()#+-.!|<>~$&:=\"'^%")
-_AUTOLINK_PARTS = re.compile(r"(?<=:)(?=[A-Za-z/])|(?i:(?<=www)(?=\.))|(?<=\w)(?=@\w)")
+_AUTOLINK_PARTS = re.compile(r"(?<=:)(?=[A-Za-z/])|(?i:(?<=www)(?=\.))")
+_ICON_PARTS = re.compile(r"(?<=:)(?=[A-Za-z/])")
 
 
 def md(text: object) -> str:
@@ -39,13 +44,14 @@ def md(text: object) -> str:
 
 
 def code(text: object) -> str:
-    """``text`` as an inline code span that shows exactly that text. Code spans take no
-    escapes and make no links; the fence is longer than any run of backticks in the text,
-    and the word joiners of :func:`md` keep Streamlit from reading ``:material/x:`` in it."""
+    """``text`` as an inline code span that shows exactly that text (an e-mail address or a
+    URL too: code spans take no escapes and make no links). The fence is longer than any run
+    of backticks in the text; a word joiner after ``:`` keeps Streamlit from reading
+    ``:material/x:`` in it."""
     value = " ".join(str(text).splitlines()) if text is not None else ""
     if not value.strip():
         return md(value)
-    value = _AUTOLINK_PARTS.sub(WORD_JOINER, value)
+    value = _ICON_PARTS.sub(WORD_JOINER, value)
     fence = "`" * (max((len(run) for run in re.findall(r"`+", value)), default=0) + 1)
     pad = " " if value[0] in "` " or value[-1] in "` " else ""
     return f"{fence}{pad}{value}{pad}{fence}"
