@@ -60,8 +60,8 @@ def board() -> None:
     # Blind is never green: an endpoint that failed its last scrape is named (host:port), with
     # when it last answered; the counts are then unknown and no all-clear is shown.
     for down in frame.down:
-        st.error(md(f"Cannot read the metrics of {down.name}: {down.error} "
-                    f"({down.since_text(frame.at)})."), icon=":material/cloud_off:")
+        st.error(md(f"Cannot read the metrics of {down.name}, {down.since_text(frame.at)}. "
+                    f"{down.error}"), icon=":material/cloud_off:")
     rows = join_usage(frame.series, ctx.snapshot.quotas)
     hot = throttled_rows(rows, above=float(above))
     throttled = [r for r in hot if r.throttled]

@@ -125,7 +125,8 @@ def test_an_endpoint_that_stops_answering_is_never_all_clear(sandbox, endpoint):
     endpoint.stop()
     _wait_for(at, lambda a: a.error)
     (error,) = [e for e in texts(at.error) if endpoint.address in e]
-    assert re.search(r"last successful scrape at \d\d:\d\d:\d\d \(\d+ s ago\)", error), error
+    assert re.search(r"^Cannot read the metrics of 127.0.0.1:\d+, last successful scrape at "
+                     r"\d\d:\d\d:\d\d \(\d+ s ago\)\. Cannot reach", error), error
     assert set(metrics(at).values()) == {"unknown"}
     assert not at.main.success
     assert any("Counts are unknown while " + endpoint.address in w for w in texts(at.warning))
