@@ -144,3 +144,28 @@ def test_an_endpoint_that_never_answered(sandbox, endpoint):
     assert set(metrics(at).values()) == {"unknown"}
     assert not at.main.success
     assert not any("No bucket is throttled" in t for t in texts(at.main.success))
+
+
+def test_cli_throttled_with_one_endpoint_down_exits_1(tmp_path, endpoint):
+    # The CLI beside the page (issue 15, point 3): one endpoint down is a failure, exit 1,
+    # one line naming it, and the other endpoint's buckets still printed.
+    import socket
+
+    from quota_core.demo import demo_quotas
+    from tests.cli_steps import run, sandbox_with
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    store = sandbox_with(tmp_path / "q.sqlite", demo_quotas())
+    code, out, err = run("--sandbox", store, "--throttled", "--output", "json", "--metrics",
+                         f"b1=http://{endpoint.address}/metrics,"
+                         f"down=http://127.0.0.1:{closed}/metrics")
+    assert code == 1, err
+    assert f"127.0.0.1:{closed}" in err and len(err.strip().splitlines()) == 1, err
+    rows = json.loads(out)
+    assert {(r["bucket"].get("user"), r["bucket"].get("client-id")) for r in rows} >= {
+        ("alice", "checkout-api")}
+    code, out, err = run("--sandbox", store, "--throttled", "--metrics",
+                         f"b1=http://{endpoint.address}/metrics")
+    assert code == 0, err  # all endpoints answer: done
