@@ -8,7 +8,10 @@ change to the text, so every export that uses it says so (:data:`FORMULA_NOTE`).
 """
 from __future__ import annotations
 
-__all__ = ["FORMULA_STARTS", "FORMULA_NOTE", "spreadsheet_cell"]
+import csv
+import io
+
+__all__ = ["FORMULA_STARTS", "FORMULA_NOTE", "spreadsheet_cell", "spreadsheet_csv"]
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 FORMULA_NOTE = ("Cells that start with =, +, -, @, a tab or a carriage return get a leading ' "
@@ -21,3 +24,13 @@ def spreadsheet_cell(value: object) -> object:
     if isinstance(value, str) and value.startswith(FORMULA_STARTS):
         return "'" + value
     return value
+
+
+def spreadsheet_csv(text: str) -> str:
+    """A CSV text with :func:`spreadsheet_cell` applied to every cell (for an export made
+    elsewhere, such as the audit log's ``records_csv``)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    for row in csv.reader(io.StringIO(text, newline="")):
+        writer.writerow([spreadsheet_cell(cell) for cell in row])
+    return buf.getvalue()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
@@ -193,3 +194,25 @@ def test_stale_notice_says_since_when():
     assert "has not answered since" in notice and "(20 s ago)" in notice
     assert "quota set as read at" in notice and "(30 s ago): it may be stale" in notice
     assert notice.endswith("(Cannot reach 127.0.0.1:9)")
+
+
+def test_audit_csv_export_neutralises_formulas_too(sandbox):
+    from quota_core.audit import records_csv
+    from quota_core.csvsafe import spreadsheet_csv
+    from tests.test_audit import _record
+
+    records = [_record(actor='=HYPERLINK("http://x")'), _record(actor="@SUM(1)")]
+    rows = list(csv.DictReader(io.StringIO(spreadsheet_csv(records_csv(records)))))
+    assert [r["actor"] for r in rows] == ['\'=HYPERLINK("http://x")', "'@SUM(1)"]
+    # a delete op ("-consumer_byte_rate" last) is not at a cell's start: left as it is
+    assert rows[0]["ops"] == "producer_byte_rate=2048, -consumer_byte_rate"
+    import os
+
+    from quota_core.audit import AuditLog
+
+    log = AuditLog(Path(os.environ["QUOTA_AUDIT_LOG"]))
+    for record in records:
+        log.append(record)
+    at = run_app("pages/audit.py")
+    assert [b.label for b in at.get("download_button")][0] == "Export CSV"
+    assert any("get a leading '" in c for c in texts(at.caption))
