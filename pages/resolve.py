@@ -15,7 +15,7 @@ from quota_core.errors import QuotaError
 from ui.render import KEY_ORDER, answers_html, entity_text, ladder_html
 from ui.live_panel import live_panel
 from ui.session import context
-from ui.text import md
+from ui.text import md, md_note
 
 ctx = context()
 st.title("Resolve & explain")
@@ -117,7 +117,7 @@ if not resolution.client.is_ip:
     if notes:
         st.subheader("Set back for this client")
         for note in notes:
-            st.markdown(f"- {md(note)}")
+            st.markdown(f"- {md_note(note)}")
 
 # -- links: share, edit ----------------------------------------------------------------------
 with st.expander("Share or change this"):

@@ -11,7 +11,7 @@ import shutil
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import pytest
 
@@ -55,10 +55,34 @@ def beacon():
         server.server_close()
 
 
+def _hostile_metrics(names: list[str]):
+    """A metrics endpoint whose buckets carry the hostile names (sanitised as Kafka's tags
+    are: URL-encoded), each at 99 % of its quota ((i + 1) MiB/s, set by the test), so
+    Throttled now charts and lists them."""
+    def label(value: str) -> str:  # Prometheus' text format escapes
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+    body = "".join(f'kafka_quota_byte_rate{{quota_type="produce",user="{label(quote(n, safe=""))}"}} '
+                   f"{0.99 * (i + 1) * MiB}\n" for i, n in enumerate(names)).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    return Handler
+
+
 def payloads(beacon: str) -> list[str]:
     return [f"nobody ![t]({beacon}/beacon) [Re-authenticate]({beacon}/phish)",
             f"<img src={beacon}/img2>", f"{beacon}/bare", f"=HYPERLINK(\"{beacon}/x\")",
-            ":material/home: **b** _i_ `c` # h", f"<{beacon}/auto>"]
+            ":material/home: **b** _i_ `c` # h", f"<{beacon}/auto>",
+            f'<a href="{beacon}/chart">chart link</a><br><b>x</b>']
 
 
 def _no_markup_from_input(page, beacon: str) -> None:
@@ -78,7 +102,9 @@ def test_hostile_names_and_query_parameters_on_every_page(page, beacon, tmp_path
     with SandboxBackend(store) as backend:
         backend.replace_all(quotas)
     hostile = payloads(beacon)[0]
-    app = serve_app({"QUOTA_SANDBOX": str(store)}, tmp_path)
+    metrics, port = _serve(_hostile_metrics(payloads(beacon)))
+    app = serve_app({"QUOTA_SANDBOX": str(store), "QUOTA_LIVE_EVERY": "1",
+                     "QUOTA_METRICS": f"b1=http://127.0.0.1:{port}/metrics"}, tmp_path)
     url = next(app)
     try:
         entity = '{"user": %s}' % __import__("json").dumps(hostile)
@@ -111,6 +137,13 @@ def test_hostile_names_and_query_parameters_on_every_page(page, beacon, tmp_path
         expect(main).to_contain_text("[Re-authenticate](", timeout=20_000)
         _no_markup_from_input(page, beacon)
         shot(page, "hostile-edit.png")
+        # Throttled now: the hostile names in the chart's labels and the table, as text.
+        page.goto(url + "/throttled")
+        settle(page)
+        expect(main.locator(".js-plotly-plot").first).to_be_visible(timeout=30_000)
+        expect(main.locator(".js-plotly-plot").first).to_contain_text("chart link</a>")
+        _no_markup_from_input(page, beacon)
+        shot(page, "hostile-throttled.png")
         # Browse: a selected row's names too.
         page.goto(url + f"/browse?{urlencode({'q': 'Re-authenticate'})}")
         settle(page)
@@ -118,6 +151,8 @@ def test_hostile_names_and_query_parameters_on_every_page(page, beacon, tmp_path
         _no_markup_from_input(page, beacon)
     finally:
         app.close()
+        metrics.shutdown()
+        metrics.server_close()
     assert _Recorder.hits == []
 
 

@@ -216,3 +216,16 @@ def test_audit_csv_export_neutralises_formulas_too(sandbox):
     at = run_app("pages/audit.py")
     assert [b.label for b in at.get("download_button")][0] == "Export CSV"
     assert any("get a leading '" in c for c in texts(at.caption))
+
+
+def test_md_note_keeps_the_cores_code_and_emphasis_only():
+    from ui.text import md_note
+
+    note = ("`{client-id=mobile-gateway}` 512 KiB/s never applies to dave: `{user=<default>}` "
+            "at level 6 sets producer_byte_rate first (1 MiB/s), so dave gets *more* than "
+            "this entry's cap.")
+    shown = md_note(note)
+    assert shown.startswith("`{client-id=mobile-gateway}` 512 KiB/s never applies to dave")
+    assert "*more*" in shown and unmd(shown) == note
+    hostile = f"`{{user={PAYLOAD}}}` never applies to {PAYLOAD}: x"
+    assert not re.search(r"(?<!\\)\]\(", re.sub(r"(`+).*?\1", "", md_note(hostile)))

@@ -13,6 +13,7 @@ from quota_core.resolution import Resolution
 from .charts import rate_vs_quota
 from .live import feed
 from .session import secrets_dict
+from .text import md
 
 __all__ = ["live_panel"]
 _TYPE_OF_KEY = {key: quota_type for quota_type, key in KEY_OF_TYPE.items()}
@@ -43,7 +44,7 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas) -> None:
         return
     latest = history[-1]
     for label, error in latest.errors.items():
-        st.warning(f"{label}: {error}", icon=":material/cloud_off:")
+        st.warning(md(f"{label}: {error}"), icon=":material/cloud_off:")
     now_rows = [r for r in client_buckets(join_usage(latest.series, quotas), user, client_id)
                 if r.key in keys]
     st.caption(f"As of {time.strftime('%H:%M:%S', time.localtime(latest.at))} "
@@ -54,7 +55,7 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas) -> None:
                 icon=":material/sensors:")
         return
     for row in sorted(now_rows, key=lambda r: (keys.index(r.key), r.broker)):
-        (st.error if row.throttled else st.success)(row.sentence())
+        (st.error if row.throttled else st.success)(md(row.sentence()))
     # The quota is today's for every point (the quota set as read now); rates come from each
     # scrape, filtered to this client's buckets without resolving again.
     bucket_quota = {(r.broker, r.quota_type, r.user, r.client_id): r.quota for r in now_rows}

@@ -24,8 +24,9 @@ Names in HTML go through :func:`html.escape` instead (``ui.render``), and in tab
 from __future__ import annotations
 
 import re
+from html import escape
 
-__all__ = ["md", "code", "unmd", "WORD_JOINER"]
+__all__ = ["md", "code", "md_note", "chart_text", "unmd", "WORD_JOINER"]
 
 WORD_JOINER = "\u2060"
 #: Characters with a meaning in CommonMark, GFM (tables, strikethrough), KaTeX ($) or
@@ -55,6 +56,30 @@ def code(text: object) -> str:
     fence = "`" * (max((len(run) for run in re.findall(r"`+", value)), default=0) + 1)
     pad = " " if value[0] in "` " or value[-1] in "` " else ""
     return f"{fence}{pad}{value}{pad}{fence}"
+
+
+_NOTE_MARKUP = re.compile(r"`([^`]*)`|\*([^*\s][^*]*)\*")
+
+
+def md_note(text: str) -> str:
+    """A sentence the core wrote with a little markdown (``quota_core.shadows``: entities in
+    ``code``, a word in *emphasis*) and names inside: its code spans and emphasis are kept,
+    everything else is escaped as :func:`md` does. A name with a backtick or an asterisk
+    may split a span differently, but every piece is still shown as text."""
+    out, end = [], 0
+    for m in _NOTE_MARKUP.finditer(text):
+        out.append(md(text[end:m.start()]))
+        out.append(code(m.group(1)) if m.group(1) is not None else f"*{md(m.group(2))}*")
+        end = m.end()
+    out.append(md(text[end:]))
+    return "".join(out)
+
+
+def chart_text(text: object) -> str:
+    """``text`` for a Plotly label, title or hover text: Plotly reads a subset of HTML there
+    (``<a href>`` makes a link, ``<br>`` a line), and shows entities as their characters, so
+    escaping ``&``, ``<`` and ``>`` shows exactly the text."""
+    return escape("" if text is None else str(text), quote=False)
 
 
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
