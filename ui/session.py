@@ -464,7 +464,7 @@ def _identity(policy: AccessPolicy) -> Identity:
     if mode == SIGNIN and not problem:
         if user and user.get("is_logged_in"):
             shown = identity.name or user.get("email") or user.get("name") or "?"
-            st.caption(f"Signed in as {code(shown)} ({md(identity.via or 'signed in')}).")
+            st.caption(f"Signed in as **{md(shown)}** ({md(identity.via or 'signed in')}).")
             st.button("Sign out", key="sign_out", on_click=st.logout,
                       icon=":material/logout:")
         else:
@@ -472,7 +472,7 @@ def _identity(policy: AccessPolicy) -> Identity:
             st.button("Sign in to edit", key="sign_in", on_click=st.login, type="primary",
                       icon=":material/login:")
     elif mode == PROXY and not problem:
-        st.caption(f"Signed in as {code(identity.name)} (from the {md(policy.user_header)} "
+        st.caption(f"Signed in as **{md(identity.name)}** (from the {md(policy.user_header)} "
                    f"header)."
                    if identity.name else f"No {policy.user_header} header on this request.")
     elif identity.problem and not setup_banner(policy, identity):
