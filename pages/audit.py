@@ -3,6 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from quota_core.audit import records_csv, records_jsonl
+from quota_core.csvsafe import FORMULA_NOTE, spreadsheet_csv
 from ui.session import context
 
 ctx = context()
@@ -58,8 +59,10 @@ st.dataframe(table, hide_index=True, key="au_table",
                             "entity": st.column_config.TextColumn(width="large")})
 
 e1, e2, _ = st.columns([1, 1, 3])
-e1.download_button("Export CSV", data=lambda: records_csv(shown), file_name="quota-audit.csv",
-                   mime="text/csv", icon=":material/download:", key="au_csv")
+e1.download_button("Export CSV", data=lambda: spreadsheet_csv(records_csv(shown)),
+                   file_name="quota-audit.csv", mime="text/csv", icon=":material/download:",
+                   key="au_csv")
 e2.download_button("Export JSON lines", data=lambda: records_jsonl(shown),
                    file_name="quota-audit.jsonl", mime="application/x-ndjson",
                    icon=":material/download:", key="au_jsonl")
+st.caption(f"CSV: {FORMULA_NOTE} The JSON lines keep every record exactly.")

@@ -6,12 +6,14 @@ from quota_core import format_quota
 from quota_core.browse import (ALL_KEYS, DEFAULT_LABEL, LEVELS, BrowseFilter, TypeMatch,
                                at_levels, export_csv, export_json, filter_frame,
                                level_counts, sort_frame)
+from quota_core.csvsafe import FORMULA_NOTE
 from quota_core.entities import entity_to_json
 from quota_core.errors import FilterError
 from quota_core.keys import QUOTA_KEYS
 from quota_core.resolution import LADDER
 from ui.charts import byte_rate_box, level_bar
 from ui.session import context
+from ui.text import code, md
 
 #: Up to this many rows the table is sent whole and selectable; above, it is loaded lazily
 #: (Streamlit serves a screenful at a time).
@@ -86,7 +88,7 @@ try:
     matching = filter_frame(frame, spec)
     describe = str(spec.entity_filter())
 except FilterError as exc:
-    st.error(str(exc), icon=":material/filter_alt_off:")
+    st.error(md(exc), icon=":material/filter_alt_off:")
     st.stop()
 
 # -- counts per ladder level: also the level filter ------------------------------------------
@@ -97,7 +99,7 @@ levels = st.pills("Entries per ladder level (click to show only those levels)", 
 shown = at_levels(matching, levels)
 if only_dead:
     shown = shown[ctx.snapshot.display().loc[shown.index, "never applies"].to_numpy() != ""]
-st.markdown(f"**{len(shown):,}** of {len(frame):,} entries · describe filter `{describe}`"
+st.markdown(f"**{len(shown):,}** of {len(frame):,} entries · describe filter {code(describe)}"
             + ("" if spec.describe_equivalent and not levels else " (with search, levels or "
                "absent parts, which describe cannot express)"))
 
@@ -185,12 +187,12 @@ rows = event.selection.rows if small and event is not None else []
 if rows and rows[0] < len(page):
     entity = page["_entity"].iloc[rows[0]]
     with st.container(border=True):
-        st.markdown(f"**Selected** `{entity.display()}` — level {page['level'].iloc[rows[0]]}")
+        st.markdown(f"**Selected** {code(entity.display())} — level {page['level'].iloc[rows[0]]}")
         q = ctx.snapshot.quotas.get(entity, {})
         st.markdown("  \n".join(f"{k}: {format_quota(k, v)} ({v:,.0f})" if QUOTA_KEYS[k].is_byte_rate
                                 else f"{k}: {format_quota(k, v)}" for k, v in sorted(q.items())))
         for reason in dead.get(entity, ()):
-            st.warning(reason.reason(), icon=":material/block:")
+            st.warning(md(reason.reason()), icon=":material/block:")
         d = entity.as_dict()
         l1, l2 = st.columns(2)
         if entity.is_ip:
@@ -214,6 +216,7 @@ e1.download_button("Export CSV", data=lambda: export_csv(shown), file_name="quot
 e2.download_button("Export JSON", data=lambda: export_json(shown), file_name="quotas.json",
                    mime="application/json", icon=":material/download:", key="br_json",
                    help="The CLI's export format: kafka-client-quotas --import reads it back.")
+st.caption(f"CSV: {FORMULA_NOTE} The JSON export keeps every name exactly.")
 
 # -- charts ----------------------------------------------------------------------------------
 g1, g2 = st.columns(2)

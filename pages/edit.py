@@ -24,6 +24,8 @@ from ui.render import KEY_ORDER, editable_text, exact_text, traffic_rows
 from ui.history import WHAT_IF_COLUMNS, places as history_places, windows as history_windows
 from ui.live import feed
 from ui.session import context, editing_gate, registry, secrets_dict
+from ui.form_words import form_message
+from ui.text import code, md
 
 CLIENT, IPKIND = "user / client-id", "ip"
 PART_MODES = {"name": "a name", "default": "the default", "none": "not part of the entity"}
@@ -32,8 +34,8 @@ IP_MODES = {"name": "an address", "default": "the default"}
 ctx = context()
 st.title("Edit quotas")
 editing_gate(ctx, sign_in_key="sign_in_edit")  # who may edit: ui.identity
-st.caption(f"Changes go to **{ctx.spec.label}** (`{ctx.spec.location}`) and are recorded in "
-           f"the audit log as **{ctx.operator}** ({ctx.identity.via}).")
+st.caption(f"Changes go to **{md(ctx.spec.label)}** ({code(ctx.spec.location)}) and are recorded "
+           f"in the audit log as **{md(ctx.operator)}** ({md(ctx.identity.via)}).")
 backend = ctx.backend
 ss = st.session_state
 
@@ -43,7 +45,7 @@ def _seed_from_param(raw: str) -> None:
     try:
         entity = entity_from_json(raw)
     except QuotaError:
-        st.warning(f"Ignoring the entity in the link ({raw!r}): it is not a valid entity.")
+        st.warning(md(f"Ignoring the entity in the link ({raw!r}): it is not a valid entity."))
         return
     d = entity.as_dict()
     if entity.is_ip:
@@ -103,9 +105,9 @@ with st.container(border=True):
     try:
         entity = Entity.from_pairs(pairs)
     except EntityError as exc:
-        st.error(str(exc), icon="✏️")
+        st.error(md(exc), icon="✏️")
         st.stop()
-    st.markdown(f"Entity: `{entity.display()}` — {entity.describe()}")
+    st.markdown(f"Entity: {code(entity.display())} — {md(entity.describe())}")
 
 entity_param = entity_to_json(entity)
 if st.query_params.get("entity") != entity_param:
@@ -119,7 +121,7 @@ if (ss.get("ed_loaded_entity") != entity or ss.get("ed_reload")
     try:
         loaded = backend.describe_entity(entity)
     except QuotaError as exc:
-        st.error(f"Cannot read {entity.display()}: {exc}")
+        st.error(md(f"Cannot read {entity.display()}: {exc}"))
         st.stop()
     ss["ed_loaded_entity"], ss["ed_before"], ss["ed_reload"] = entity, loaded, False
     for k in keys:
@@ -131,8 +133,9 @@ before: dict = ss["ed_before"]
 result = ss.get("ed_result")
 if result is not None and result.alteration.entity == entity:
     with st.container(border=True):
-        st.success(f"Applied to `{entity.display()}` by {result.record.actor} at {result.record.ts}. "
-                   f"Read back from the cluster:", icon=":material/check_circle:")
+        st.success(f"Applied to {code(entity.display())} by {md(result.record.actor)} at "
+                   f"{md(result.record.ts)}. Read back from the cluster:",
+                   icon=":material/check_circle:")
         st.dataframe([{"key": k, "before": format_quota(k, result.before.get(k)),
                        "after (read back)": format_quota(k, result.after.get(k)),
                        "exact after": exact_text(k, result.after[k]) if k in result.after
@@ -211,20 +214,20 @@ with st.container(border=True):
             st.markdown("&nbsp;", unsafe_allow_html=True)
             if k in problems:
                 for msg in problems[k]:
-                    st.error(msg, icon="✏️")
+                    st.error(md(form_message(k, msg)), icon="✏️")
             elif k in after:
                 note = exact_text(k, after[k])
                 if before.get(k) != after[k]:
                     note += f" — now {format_quota(k, before.get(k))}"
-                st.caption(f"= {note}")
+                st.caption(f"= {md(note)}")
             elif k in before:
                 value, level, source = fallback(without_entity, entity, k)
                 then = ("nothing limits its clients: unlimited" if level is None else
                         f"its clients fall back to {format_quota(k, value)} from "
                         f"{source.display()} (level {level})")
-                st.caption(f"will be deleted (now {format_quota(k, before[k])}); {then}")
+                st.caption(md(f"will be deleted (now {format_quota(k, before[k])}); {then}"))
     for msg in entity_problems:
-        st.error(msg)
+        st.error(md(msg))
     st.button("Remove every key (delete the entity)", key="ed_delete", on_click=_clear_all,
               icon=":material/delete:", disabled=not before)
 
@@ -246,7 +249,7 @@ if upload is not None:
     try:
         uploaded = parse_clients_csv(upload_text(upload.getvalue(), "clients file"))
     except QuotaError as exc:
-        st.error(str(exc))
+        st.error(md(exc))
         st.stop()
 
 if st.button("Preview", key="ed_preview_btn", type="secondary", icon=":material/visibility:"):
@@ -261,7 +264,7 @@ if st.button("Preview", key="ed_preview_btn", type="secondary", icon=":material/
         ss["ed_history"] = _history_what_if(alteration)
         ss.pop("ed_conflict", None)
     except QuotaError as exc:
-        st.error(f"Preview failed: {exc}")
+        st.error(md(f"Preview failed: {exc}"))
         ss.pop("ed_preview", None)
 
 pv = ss.get("ed_preview")
@@ -276,8 +279,8 @@ with st.container(border=True):
                    icon=":material/fact_check:")
     else:
         for r in pv.outcome.failed:
-            st.error(f"The cluster would refuse it: {r.error}", icon=":material/block:")
-    st.markdown(f"**`{entity.display()}`** — before → after")
+            st.error(md(f"The cluster would refuse it: {r.error}"), icon=":material/block:")
+    st.markdown(f"**{code(entity.display())}** — before → after")
     def _after(c) -> str:
         if c.change != "removed":
             return format_quota(c.key, c.after)
@@ -306,13 +309,13 @@ with st.container(border=True):
         changed_keys = [c.key for c in pv.diff if c.change != "unchanged"]
         why = [dead[k].reason() for k in changed_keys if k in dead]
         st.markdown(f"No {who}s change their effective quota ({pv.clients_checked:,} "
-                    f"checked). " + (" ".join(why) if why else
+                    f"checked). " + (md(" ".join(why)) if why else
                                      "No known client resolves through this entity for "
                                      "these keys: a higher level decides them for every "
                                      "known client, or no known client is on its ladder."))
     impact_history = ss.get("ed_history")
     if impact_history is not None:
-        st.info(impact_history.sentence(), icon=":material/history:")
+        st.info(md(impact_history.sentence()), icon=":material/history:")
         moved = impact_history.changed.sort_values("throttled_s_after", ascending=False)
         if not moved.empty:
             st.dataframe([{"client": client_label(u, c), "key": k,
@@ -333,13 +336,13 @@ with st.container(border=True):
 conflict = ss.get("ed_conflict")
 if conflict is not None:
     with st.container(border=True):
-        st.error(conflict["message"], icon=":material/sync_problem:")
+        st.error(md(conflict["message"]), icon=":material/sync_problem:")
         st.dataframe(conflict["rows"], hide_index=True)
         st.button("Reload the entity", key="ed_conflict_reload", on_click=_reload,
                   type="primary", icon=":material/refresh:")
     st.stop()
 
-confirm = st.checkbox(f"I have checked the preview: apply it to {ctx.spec.label}",
+confirm = st.checkbox(f"I have checked the preview: apply it to {md(ctx.spec.label)}",
                       key="ed_confirm", disabled=not pv.accepted)
 if st.button("Apply", key="ed_apply", type="primary", icon=":material/done_all:",
              disabled=not (confirm and pv.accepted)):
@@ -358,13 +361,14 @@ if st.button("Apply", key="ed_apply", type="primary", icon=":material/done_all:"
         # Sent, and the answer was lost: never claim applied or refused. Reload to see.
         ss.pop("ed_result", None)
         registry().invalidate(ctx.spec)
-        st.warning(f"Outcome unknown: {exc} Reload the entity to see what the cluster holds "
-                   f"now; applying the same change again is safe.", icon=":material/help:")
+        st.warning(md(f"Outcome unknown: {exc} Reload the entity to see what the cluster "
+                      f"holds now; applying the same change again is safe."),
+                   icon=":material/help:")
         st.button("Reload the entity", key="ed_unknown_reload", on_click=_reload,
                   icon=":material/refresh:")
         st.stop()
     except QuotaError as exc:
-        st.error(f"Not applied: {exc}", icon=":material/block:")
+        st.error(md(f"Not applied: {exc}"), icon=":material/block:")
         st.stop()
     ss["ed_result"] = applied
     ss["ed_reload"] = True

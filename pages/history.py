@@ -13,10 +13,10 @@ import streamlit as st
 
 from quota_core.entities import entity_from_json
 from quota_core.history import client_label, duration_text, throttle_heatmap
-from quota_core.units import format_quota
-from ui.history import (BUCKET_COLUMNS, HEATMAP_COLUMNS, job_log, job_running, places, start_job,
-                        tables, windows)
+from ui.history import (BUCKET_COLUMNS, HEATMAP_COLUMNS, job_log, job_running, places,
+                        sizing_rows, start_job, tables, windows)
 from ui.session import context, secrets_dict
+from ui.text import chart_text, md
 
 ctx = context()
 st.title("History")
@@ -83,7 +83,7 @@ m3.metric("entries that throttled someone", f"{(by_entry['throttled_s'] > 0).sum
 top = throttled.sort_values("throttled_s", ascending=False).head(15)
 g1, g2 = st.columns(2)
 if not top.empty:
-    labels = [f"{client_label(u, c)} · {k}" for u, c, k in
+    labels = [chart_text(f"{client_label(u, c)} · {k}") for u, c, k in
               zip(top["user"], top["client_id"], top["key"])]
     fig = go.Figure(go.Bar(x=top["throttled_s"] / 3600, y=labels, orientation="h",
                            marker_color="#d93025",
@@ -94,7 +94,7 @@ if not top.empty:
     g1.plotly_chart(fig, key="hi_top_clients")
 entries = by_entry[by_entry["throttled_s"] > 0].sort_values("throttled_s", ascending=False)
 if not entries.empty:
-    names = [f"{entity_from_json(s).display()} · {k}" for s, k in
+    names = [chart_text(f"{entity_from_json(s).display()} · {k}") for s, k in
              zip(entries["source"], entries["key"])]
     fig = go.Figure(go.Bar(x=entries["throttled_s"] / 3600, y=names, orientation="h",
                            marker_color="#e37400", customdata=entries["clients_throttled"],
@@ -110,7 +110,8 @@ if not entries.empty:
 heat = throttle_heatmap(windows(str(where.analysis), where.version, HEATMAP_COLUMNS,
                                 over_only=True))
 if not heat.empty:
-    fig = go.Figure(go.Heatmap(z=heat.to_numpy() / 60, x=list(heat.columns), y=list(heat.index),
+    fig = go.Figure(go.Heatmap(z=heat.to_numpy() / 60, x=list(heat.columns),
+                               y=[chart_text(name) for name in heat.index],
                                colorscale="Reds", colorbar=dict(title="min over quota"),
                                hovertemplate="%{y}<br>%{x}: %{z:.0f} min<extra></extra>"))
     fig.update_layout(title="Throttled minutes by hour and client", height=120 + 24 * len(heat),
@@ -138,14 +139,13 @@ if choices:
                       margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.3))
     st.plotly_chart(fig, key="hi_bucket_chart")
     query = {key: v for key, v in (("user", u), ("client_id", c)) if v is not None and v == v}
-    st.page_link("pages/resolve.py", label=f"Resolve {client_label(u, c)} now",
+    st.page_link("pages/resolve.py", label=f"Resolve {md(client_label(u, c))} now",
                  icon=":material/troubleshoot:", query_params=query)
 
 # -- sizing -----------------------------------------------------------------------------------------
 with st.expander("Sizing: the smallest quota that would have kept p99 of each entry's clients "
                  "under it"):
-    st.dataframe([{"entry": entity_from_json(s).display(), "key": k,
-                   "now": format_quota(k, q), "suggested": format_quota(k, sq),
-                   "clients": n} for s, k, q, sq, n in
-                  zip(sizing["source"], sizing["key"], sizing["current_quota"],
-                      sizing["suggested_quota"], sizing["clients"])], hide_index=True)
+    st.caption("now: the quota the cluster holds now; suggested: rounded up to three "
+               "significant digits.")
+    st.dataframe(sizing_rows(sizing, ctx.snapshot.quotas if ctx.connected else None),
+                 hide_index=True)

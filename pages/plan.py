@@ -17,13 +17,14 @@ from quota_core.workflow import apply_changes
 from ui.live import feed
 from ui.render import traffic_rows
 from ui.session import context, editing_gate, registry, secrets_dict
+from ui.text import code, md
 
 ctx = context()
 st.title("Plan from a file")
 editing_gate(ctx, sign_in_key="sign_in_plan")
-st.caption(f"Compare a desired quota set (an `--export` file, edited) with **{ctx.spec.label}** "
-           f"(`{ctx.spec.location}`); apply it as **{ctx.operator}**, recorded in the audit "
-           f"log.")
+st.caption(f"Compare a desired quota set (an `--export` file, edited) with "
+           f"**{md(ctx.spec.label)}** ({code(ctx.spec.location)}); apply it as "
+           f"**{md(ctx.operator)}**, recorded in the audit log.")
 backend = ctx.backend
 ss = st.session_state
 
@@ -61,11 +62,11 @@ if st.button("Plan", key="pl_plan_btn", icon=":material/difference:"):
         series = list(frame.series) if frame is not None else None
         ss["pl_plan"] = (key, plan, plan_impact(plan, series, ctx.snapshot.known_clients()))
     except UnicodeDecodeError:
-        st.error(f"{source} is not UTF-8 text: give a JSON or YAML export.")
+        st.error(md(f"{source} is not UTF-8 text: give a JSON or YAML export."))
         ss.pop("pl_plan", None)
     except QuotaError as exc:
         for line in str(exc).splitlines():
-            st.error(line, icon="✏️")
+            st.error(md(line), icon="✏️")
         ss.pop("pl_plan", None)
 
 result = ss.get("pl_result")
@@ -73,11 +74,11 @@ if result is not None:
     with st.container(border=True):
         done = result
         if done.ok:
-            st.success(f"Applied {len(done.applied)} entity change(s) by {ctx.operator}; "
+            st.success(f"Applied {len(done.applied)} entity change(s) by {md(ctx.operator)}; "
                        f"each is in the audit log.", icon=":material/check_circle:")
         else:
             st.error(f"Applied {len(done.applied)}; {len(done.refused)} refused and not "
-                     f"applied." + (f" The audit log could not be written: {done.audit_error}"
+                     f"applied." + (f" The audit log could not be written: {md(done.audit_error)}"
                                     if done.audit_error else ""), icon=":material/block:")
         st.dataframe([{"entity": str(a.alteration.entity), "outcome": "applied",
                        "read back": "yes" if a.settled else "not yet"} for a in done.applied]
@@ -133,11 +134,11 @@ if not plan.changes:
 conflict = ss.get("pl_conflict")
 if conflict is not None:
     with st.container(border=True):
-        st.error(conflict["message"], icon=":material/sync_problem:")
+        st.error(md(conflict["message"]), icon=":material/sync_problem:")
         st.dataframe(conflict["rows"], hide_index=True)
     st.stop()
 
-confirm = st.checkbox(f"I have checked the plan: apply it to {ctx.spec.label}", key="pl_confirm")
+confirm = st.checkbox(f"I have checked the plan: apply it to {md(ctx.spec.label)}", key="pl_confirm")
 if st.button("Apply", key="pl_apply", type="primary", icon=":material/done_all:",
              disabled=not confirm):
     try:
@@ -159,7 +160,7 @@ if st.button("Apply", key="pl_apply", type="primary", icon=":material/done_all:"
         ss["pl_conflict"] = {"message": str(exc), "rows": []}
         st.rerun()
     except QuotaError as exc:
-        st.error(f"Not applied: {exc}", icon=":material/block:")
+        st.error(md(f"Not applied: {exc}"), icon=":material/block:")
         st.stop()
     ss["pl_result"] = done
     ss.pop("pl_plan", None)

@@ -18,6 +18,7 @@ from ui.session import context
 from ui.story import cluster_window, notes_html, sentences_html
 from quota_core.story import client_story
 from quota_core.verdict import verdicts
+from ui.text import md
 
 ctx = context()
 st.title("Resolve & explain")
@@ -81,10 +82,10 @@ quotas = ctx.snapshot.quotas
 
 problems = client_name_problems(user, client_id, ip)
 if ip and problems:
-    st.error(problems[0], icon=":material/error:")
+    st.error(md(problems[0]), icon=":material/error:")
     st.stop()
 for problem in problems:
-    st.warning(problem, icon=":material/help:")
+    st.warning(md(problem), icon=":material/help:")
 
 if mode == "IP address":
     if not ip:
@@ -95,7 +96,7 @@ else:
     resolution = resolve(quotas, user or None, client_id or None)
 
 for note in resolution.client.assumptions():
-    st.warning(note, icon=":material/info:")
+    st.warning(md(note), icon=":material/info:")
 
 # -- the answer per key ----------------------------------------------------------------------
 keys = [k for k in KEY_ORDER if k in resolution.keys]
@@ -112,7 +113,7 @@ st.html(ladder_html(resolution, keys))
 
 st.subheader("In plain words")
 for key in keys:
-    st.markdown(f"- **{key}** — {explain_key(resolution, key, quotas)}")
+    st.markdown(f"- **{key}** — {md(explain_key(resolution, key, quotas))}")
 if not resolution.client.is_ip:
     # Who shares the allowance and what to change, from the same verdict as the live panel;
     # escaped HTML, so names are shown as written, never as markup.
@@ -136,7 +137,7 @@ with st.expander("Share or change this"):
         for step in resolution.ladder:
             if step.quotas:
                 st.page_link("pages/edit.py", label=f"level {step.level}: "
-                             f"{entity_text(step.entity)}", icon=":material/edit:",
+                             f"{md(entity_text(step.entity))}", icon=":material/edit:",
                              query_params={"entity": entity_to_json(step.entity)})
 
 # -- observed rates -> estimated throttle ------------------------------------------------------
@@ -153,7 +154,7 @@ with st.expander("Observed rates → estimated throttle (by hand)"):
         try:
             observed = parse_quota_value(key, text)
         except QuotaError as exc:
-            col.error(str(exc))
+            col.error(md(exc))
             continue
         est = estimate_throttle(key, observed, resolution.keys[key].value, window=window)
         if est.quota is None:

@@ -14,6 +14,7 @@ from ui.charts import utilisation_bar
 from ui.live import feed
 from ui.render import entity_text
 from ui.session import context, secrets_dict
+from ui.text import md
 
 ctx = context()
 st.title("Throttled now")
@@ -43,7 +44,11 @@ def _plural(n: int, word: str) -> str:
 
 def _resolve_link(user: str | None, client_id: str | None) -> str:
     query = {k: v for k, v in (("user", user), ("client_id", client_id)) if v}
-    return "./?" + urlencode(query)
+    return "./resolve?" + urlencode(query)
+
+
+def _clock(t: float) -> str:
+    return time.strftime('%H:%M:%S', time.localtime(t))
 
 
 @st.fragment(run_every=5)
@@ -52,23 +57,37 @@ def board() -> None:
     if frame is None:
         st.warning("The metrics endpoints have not answered yet.", icon=":material/hourglass:")
         return
-    for label, error in frame.errors.items():
-        st.warning(f"{label}: {error}", icon=":material/cloud_off:")
+    # Blind is never green: an endpoint that failed its last scrape is named (host:port), with
+    # when it last answered; the counts are then unknown and no all-clear is shown.
+    for down in frame.down:
+        st.error(md(f"Cannot read the metrics of {down.name}, {down.since_text(frame.at)}. "
+                    f"{down.error}"), icon=":material/cloud_off:")
     rows = join_usage(frame.series, ctx.snapshot.quotas)
     hot = throttled_rows(rows, above=float(above))
     throttled = [r for r in hot if r.throttled]
+    near = [r for r in hot if not r.throttled]  # the rows shown = throttled + near
     age = time.time() - frame.at
-    st.caption(f"Metrics as of {time.strftime('%H:%M:%S', time.localtime(frame.at))} "
-               f"({age:.0f} s ago, refreshed every {live.every_s:g} s); quota set as of "
-               f"{time.strftime('%H:%M:%S', time.localtime(ctx.snapshot.loaded_at))} "
+    answered = len(live.endpoints) - len(frame.down)
+    source = "" if frame.complete else f"from {answered} of {len(live.endpoints)} endpoints "
+    st.caption(f"Metrics {source}as of {_clock(frame.at)} ({age:.0f} s ago, refreshed every {live.every_s:g} s); "
+               f"quota set as of {_clock(ctx.snapshot.loaded_at)} "
                f"({ctx.snapshot.age_s:.0f} s ago). {len(rows):,} buckets seen on "
                f"{_plural(len({r.broker for r in rows}), 'broker')}.")
+    unknown = "unknown"
     c1, c2, c3 = st.columns(3)
-    c1.metric("throttled now", len(throttled))
-    c2.metric(f"at or above {above}% of quota", len(hot) - len(throttled))
-    c3.metric("buckets without a quota", sum(1 for r in rows if r.quota is None))
+    c1.metric("throttled now", len(throttled) if frame.complete else unknown)
+    c2.metric(f"not throttled, at or above {above}% of quota",
+              len(near) if frame.complete else unknown)
+    c3.metric("buckets without a quota",
+              sum(1 for r in rows if r.quota is None) if frame.complete else unknown)
+    if not frame.complete:
+        st.warning(md(f"Counts are unknown while {', '.join(d.name for d in frame.down)} cannot "
+                      f"be read: a bucket there may be throttled. The rows below come from the "
+                      f"endpoints that answered."), icon=":material/visibility_off:")
     if not hot:
-        st.success("No bucket is throttled or near its quota.", icon=":material/check_circle:")
+        if frame.complete:
+            st.success("No bucket is throttled or near its quota.",
+                       icon=":material/check_circle:")
         return
     st.plotly_chart(utilisation_bar(hot[:25]), key="tn_chart")
     table = pd.DataFrame([{
@@ -83,10 +102,15 @@ def board() -> None:
         "entry": "" if r.source is None else entity_text(r.source),
         "shared by": r.shared_by,
         "resolve": _resolve_link(r.user, r.client_id),
+        # (A "quota changed in the last window" marker per bucket goes here.)
     } for r in hot])
-    st.dataframe(table, hide_index=True, key="tn_table", column_config={
+    # The link comes right after the names it resolves, so it is in view at 1,400 px.
+    order = ["broker", "type", "user", "client id", "resolve", "use", "rate", "quota",
+             "throttle ms", "level", "entry", "shared by"]
+    st.dataframe(table, hide_index=True, key="tn_table", column_order=order, column_config={
+        # Full at 100 %: above it the bar stays full and the figure says how far over.
         "use": st.column_config.ProgressColumn("use of quota", format="%.0f%%", min_value=0,
-                                               max_value=200),
+                                               max_value=100),
         "throttle ms": st.column_config.NumberColumn(format="%d ms"),
         "resolve": st.column_config.LinkColumn("resolve", display_text="Resolve →"),
     })

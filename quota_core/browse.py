@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from .entities import CLIENT_ID, DEFAULT_TEXT, ENTITY_TYPES, IP, USER, Entity
+from .csvsafe import spreadsheet_cell
 from .errors import FilterError
 from .filters import EntityFilter, FilterComponent
 from .ladder import ABSENT, DEFAULT, LADDER, NAME, level_of
@@ -325,7 +326,8 @@ def export_csv(frame: "pd.DataFrame") -> str:
     """CSV of the rows: ``entity`` as people read it (raw names, quoted where they could be
     misread: a real ``<default>`` name is ``"<default>"``, the default entity ``<default>``),
     the level, the names (``<default>`` for the
-    default, empty when absent), and each key's exact value (empty when not set)."""
+    default, empty when absent), and each key's exact value (empty when not set). A cell a
+    spreadsheet would run as a formula is prefixed with ``'`` (:mod:`quota_core.csvsafe`)."""
     import pandas as pd
 
     out = pd.DataFrame({"entity": [e.display() for e in frame["_entity"]],
@@ -336,6 +338,8 @@ def export_csv(frame: "pd.DataFrame") -> str:
     for key in ALL_KEYS:
         out[key] = [format_value(v) if set_ else "" for v, set_ in
                     zip(frame[key].to_numpy(), frame[f"_set_{key}"].to_numpy())]
+    # Names are input: a cell a spreadsheet would run as a formula gets a leading '.
+    out = out.map(spreadsheet_cell)
     return out.to_csv(index=False, lineterminator="\n")
 
 

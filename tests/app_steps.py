@@ -4,6 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.element_tree import AlertBase, Markdown
+
+from ui.text import unmd
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 
@@ -30,4 +33,7 @@ def run_app(page: str | None = None, *, operator: str | None = None, query: dict
 
 
 def texts(elements) -> list[str]:
-    return [e.value for e in elements]
+    """What each element shows: markdown (alerts, captions) as read, without the escapes that
+    ``ui.text.md`` puts around names."""
+    return [unmd(e.value) if isinstance(e, (Markdown, AlertBase)) else e.value
+            for e in elements]

@@ -387,7 +387,10 @@ def test_edit_loads_current_values(sandbox):
     ("request_percentage", "0", "a quota must be greater than 0"),
     ("request_percentage", "lots", "'lots' is not a number"),
     ("consumer_byte_rate", "16EiB", "is not a byte rate"),
-    ("consumer_byte_rate", "9999999999TB", "is too large for a LONG"),
+    # Form words (issue 15): the limit as a number, not "too large for a LONG".
+    ("consumer_byte_rate", "9999999999TB", "is too large: the most a broker stores for "
+                                           "consumer_byte_rate is 9,223,372,036,854,775,807 "
+                                           "bytes/s"),
 ])
 def test_edit_validation_next_to_the_field(sandbox, key, text, message):
     at = open_edit("alice")

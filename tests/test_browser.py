@@ -104,6 +104,12 @@ def _empty_secrets(tmp_path: Path) -> Path:
 def app_url(backend_env, tmp_path):
     """The app running as a real ``streamlit run`` subprocess; always stopped afterwards."""
     settings, _ = backend_env
+    yield from serve_app(settings, tmp_path)
+
+
+def serve_app(settings: dict, tmp_path: Path):
+    """``streamlit run app.py`` with ``settings`` (QUOTA_* env vars) on a free port: yields
+    its URL once it answers, and stops it (its whole process group) afterwards."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUOTA_")}
     # Explicit local mode: the journey types a name (real sign-in: tests/test_signin.py).

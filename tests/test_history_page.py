@@ -102,3 +102,25 @@ def test_the_pages_read_only_the_samples_they_show(analysed):
         assert len(got) == len(same) > 0
         assert sorted(got["rate"]) == sorted(same["rate"])
     assert list(windows(where, 0.0, WHAT_IF_COLUMNS).columns) == list(WHAT_IF_COLUMNS)
+
+
+def test_sizing_table_is_rounded_in_mib_and_now_is_the_clusters(app_env):
+    # Issue 15: `9.099977605729402 mutations/s`, MB/s, and a "now" that was the history's.
+    import re
+
+    from quota_core.entities import entity_from_json
+    from quota_core.units import format_quota
+
+    at = run_page("pages/history.py")
+    (table,) = [d.value for d in at.dataframe if "suggested" in d.value.columns]
+    assert len(table)
+    held = SandboxBackend(Path(__import__("os").environ["QUOTA_SANDBOX"])).describe()
+    for entry, key, now, suggested in zip(table["entry"], table["key"], table["now"],
+                                          table["suggested"]):
+        entity = next(e for e in held if e.display() == entry) if any(
+            e.display() == entry for e in held) else None
+        value = None if entity is None else held[entity].get(key)
+        assert now == ("not set" if value is None else format_quota(key, value))
+        assert " MB/s" not in suggested and " kB/s" not in suggested
+        number = re.match(r"[\d.]+", suggested).group(0)
+        assert len(number.replace(".", "").lstrip("0")) <= 3 or "." not in number, suggested

@@ -1,6 +1,8 @@
 """Page helpers for the Streamlit dashboard: the connection sidebar and cached backend
 (:mod:`ui.session`), settings from env/secrets (:mod:`ui.settings`), and render-only
-builders (:mod:`ui.render`, :mod:`ui.charts`). The guarded apply is the core's
+builders (:mod:`ui.render`, :mod:`ui.charts`), and text from input made safe for markdown and
+charts (:mod:`ui.text`: every name or URL parameter a page puts in markdown goes through
+it). The guarded apply is the core's
 (:mod:`quota_core.workflow`), shared with the CLI.
 
 Pages read widgets, call quota_core, and render with these; no quota logic lives here.

@@ -13,6 +13,8 @@ from quota_core.browse import LEVELS
 from quota_core.resolution import LADDER
 from quota_core.units import format_bytes
 
+from .text import chart_text
+
 __all__ = ["level_bar", "byte_rate_box", "utilisation_bar", "rate_vs_quota"]
 
 _PATTERNS = {str(r.level): r.pattern for r in LADDER} | {"ip": "{ip=…}"}
@@ -134,7 +136,7 @@ def byte_rate_box(frame) -> go.Figure:
 
 def _bucket_label(row) -> str:
     tags = ", ".join(f"{t}={n}" for t, n in row.bucket.items() if n is not None)
-    return f"{row.broker} · {row.quota_type} · {tags}"
+    return chart_text(f"{row.broker} · {row.quota_type} · {tags}")
 
 
 def utilisation_bar(rows) -> go.Figure:

@@ -8,6 +8,7 @@ writes to a hidden sibling and renames it), so a half-written analysis is never 
 """
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -18,7 +19,8 @@ import streamlit as st
 from .settings import ANALYSIS_TABLES as TABLES
 from .settings import REPO_ROOT, Places, analysis_dir, history_dir
 
-__all__ = ["Places", "places", "tables", "windows", "start_job", "job_running", "job_log"]
+__all__ = ["Places", "places", "tables", "windows", "start_job", "job_running", "job_log",
+           "suggested_value", "sizing_rows"]
 
 
 def places(secrets: dict) -> Places | None:
@@ -90,3 +92,43 @@ def start_job(p: Places) -> None:
              str(p.analysis), "--overwrite"], cwd=REPO_ROOT, env=env, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True)
     p.pid.write_text(str(proc.pid))
+
+
+def suggested_value(key: str, value: float) -> float:
+    """A suggested quota people can type: ``value`` rounded *up* (a smaller quota would not
+    keep the p99 under it) to three significant digits in the unit the pages show it in
+    (MiB/s, KiB/s for byte rates, as :func:`quota_core.units.format_rate` prints it)."""
+    from quota_core.keys import QUOTA_KEYS
+
+    if not math.isfinite(value) or value <= 0:
+        return value
+    spec = QUOTA_KEYS.get(key)
+    size = 1
+    if spec is not None and spec.is_byte_rate:
+        size = next((s for s in (2**40, 2**30, 2**20, 2**10) if value >= s), 1)
+    scaled = value / size
+    step = 10 ** (math.floor(math.log10(scaled)) - 2)  # three significant digits
+    rounded = math.ceil(round(scaled / step, 6)) * step
+    if spec is not None and spec.integral:
+        return float(math.ceil(rounded * size))
+    return float(f"{rounded:.3g}") * size
+
+
+def sizing_rows(sizing, quotas) -> list[dict]:
+    """History's sizing table: per entry and key, the quota the cluster holds *now* (the
+    connection's quota set; "not set" when the entry no longer sets the key) and the
+    suggestion, both in the units of every other page."""
+    from quota_core.entities import entity_from_json
+    from quota_core.units import format_quota, format_rate
+
+    rows = []
+    for source, key, suggested, clients in zip(sizing["source"], sizing["key"],
+                                               sizing["suggested_quota"], sizing["clients"]):
+        entity = entity_from_json(source)
+        now = (quotas.get(entity) or {}).get(key) if quotas is not None else None
+        rows.append({"entry": entity.display(), "key": key,
+                     "now": ("not connected" if quotas is None else
+                             "not set" if now is None else format_quota(key, now)),
+                     "suggested": format_rate(key, suggested_value(key, float(suggested))),
+                     "clients": int(clients)})
+    return rows

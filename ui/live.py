@@ -3,7 +3,8 @@
 One feed per configured set of endpoints, per server process: a daemon thread scrapes every
 endpoint every few seconds and keeps the last minutes in a bounded ring, so a page shows a
 line over time without a collector running. Failures are kept per endpoint and shown, never
-raised.
+raised, with the time of the endpoint's last successful scrape: a round in which any
+endpoint failed is not :attr:`Frame.complete`, and no page calls it all clear.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import streamlit as st
 
@@ -20,16 +22,48 @@ from quota_core.errors import QuotaError
 
 from .settings import metrics_endpoints
 
-__all__ = ["LiveFeed", "feed", "Frame"]
+__all__ = ["LiveFeed", "feed", "Frame", "Down", "endpoint_name"]
+
+
+def endpoint_name(endpoint: Endpoint) -> str:
+    """How a page names an endpoint that cannot be read: its URL's ``host:port`` (it has no
+    broker id then; see CONTRACTS.md)."""
+    parts = urlsplit(endpoint.url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return f"{parts.hostname}:{port}" if parts.hostname else endpoint.url
+
+
+@dataclass(frozen=True)
+class Down:
+    """An endpoint whose last scrape failed: its ``host:port``, why, and when it last
+    answered (None: not since the console started)."""
+
+    name: str
+    error: str
+    last_ok: float | None
+
+    def since_text(self, now: float | None = None) -> str:
+        if self.last_ok is None:
+            return "no successful scrape since the console started"
+        age = (time.time() if now is None else now) - self.last_ok
+        return (f"last successful scrape at {time.strftime('%H:%M:%S', time.localtime(self.last_ok))}"
+                f" ({age:.0f} s ago)")
 
 
 @dataclass(frozen=True)
 class Frame:
-    """One scrape round: when, what every endpoint answered, and which failed (label → why)."""
+    """One scrape round: when, what every endpoint answered, and which failed (``host:port``
+    → why; :attr:`down` also says since when)."""
 
     at: float
     series: tuple
     errors: dict = field(default_factory=dict)
+    down: tuple[Down, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """Every endpoint answered: only then can counts (and an all-clear) be trusted."""
+        return not self.down
 
 
 class LiveFeed:
@@ -37,6 +71,8 @@ class LiveFeed:
                  timeout_s: float = 3.0) -> None:
         self.endpoints, self.every_s, self.timeout_s = endpoints, every_s, timeout_s
         self.frames: deque[Frame] = deque(maxlen=max(2, int(keep_s / every_s)))
+        #: endpoint URL → time of its last successful scrape
+        self.last_ok: dict[str, float] = {}
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="quota-live-feed", daemon=True)
         self._thread.start()
@@ -44,13 +80,16 @@ class LiveFeed:
     def _round(self) -> Frame:
         from quota_core.metrics import scrape
 
-        series, errors = [], {}
+        series, errors, down = [], {}, []
         for endpoint in self.endpoints:
             try:
                 series.extend(scrape(endpoint.url, endpoint.label, timeout=self.timeout_s))
+                self.last_ok[endpoint.url] = time.time()
             except QuotaError as exc:
-                errors[endpoint.label] = str(exc)
-        return Frame(time.time(), tuple(series), errors)
+                name = endpoint_name(endpoint)
+                errors[name] = str(exc)
+                down.append(Down(name, str(exc), self.last_ok.get(endpoint.url)))
+        return Frame(time.time(), tuple(series), errors, tuple(down))
 
     def _loop(self) -> None:
         while True:

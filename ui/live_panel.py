@@ -21,6 +21,7 @@ from .charts import rate_vs_quota
 from .live import feed
 from .session import secrets_dict
 from .story import sentences_html
+from .text import md
 
 __all__ = ["live_panel"]
 _TYPE_OF_KEY = {key: quota_type for quota_type, key in KEY_OF_TYPE.items()}
@@ -50,7 +51,7 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window) -> Non
         return
     latest = history[-1]
     for label, error in latest.errors.items():
-        st.warning(f"{label}: {error}", icon=":material/cloud_off:")
+        st.warning(md(f"{label}: {error}"), icon=":material/cloud_off:")
     rows = join_usage(latest.series, quotas)
     found = verdicts(resolution, keys, quotas, rows, window)
     st.caption(f"As of {time.strftime('%H:%M:%S', time.localtime(latest.at))} "

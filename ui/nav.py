@@ -6,17 +6,29 @@ import streamlit as st
 
 from .settings import AccessPolicy
 
-__all__ = ["app_pages"]
+__all__ = ["app_pages", "RESOLVE"]
+
+#: Resolve's script: its address is ``/resolve``.
+RESOLVE = "pages/resolve.py"
+
+
+def _to_resolve() -> None:
+    """``/``: Resolve's old address. A link such as ``/?user=alice&client_id=app`` goes on to
+    ``/resolve`` with its query, so links shared before pages had names still answer."""
+    query = [(k, v) for k in st.query_params for v in st.query_params.get_all(k)]
+    st.switch_page(RESOLVE, query_params=query)
 
 
 def app_pages(policy: AccessPolicy) -> list:
-    """The ``st.Page`` list, in menu order; Edit only where editing is enabled. Resolve is
-    the default (``/?user=…&client_id=…`` links answer a question); Throttled now comes first
-    in the menu, the page an operator on call opens."""
+    """The ``st.Page`` list, in menu order; Edit only where editing is enabled. Every page
+    has a name in the address (``/resolve``, ``/throttled``, …); the root ``/`` opens
+    Resolve. Throttled now comes first in the menu, the page an operator on call opens."""
     pages = [
+        st.Page(_to_resolve, title="Quota console", url_path="start", default=True,
+                visibility="hidden"),
         st.Page("pages/throttled.py", title="Throttled now", icon=":material/speed:"),
-        st.Page("pages/resolve.py", title="Resolve & explain", icon=":material/troubleshoot:",
-                default=True),
+        st.Page(RESOLVE, title="Resolve & explain", icon=":material/troubleshoot:",
+                url_path="resolve"),
         st.Page("pages/browse.py", title="Browse quotas", icon=":material/table_view:"),
         st.Page("pages/history.py", title="History", icon=":material/monitoring:"),
     ]

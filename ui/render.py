@@ -9,7 +9,7 @@ from html import escape
 from typing import Iterable
 
 from quota_core.browse import ALL_KEYS, DEFAULT_LABEL
-from quota_core.entities import Entity
+from quota_core.entities import Entity, display_name
 from quota_core.keys import QUOTA_KEYS, format_value
 from quota_core.resolution import LADDER, Resolution
 from quota_core.units import (format_bytes, format_editable, format_exact, format_quota,
@@ -40,9 +40,11 @@ editable_text = format_editable
 
 
 def _name_html(name: str | None) -> str:
+    """A name as :meth:`Entity.display` writes it (double-quoted where it could be misread:
+    ``user="CN=etl,OU=data"``), escaped; the default as its grey label."""
     if name is None:
         return f'<em style="color:#5f6368" class="qc-default">{DEFAULT_LABEL}</em>'
-    return f'<span class="qc-name">{escape(name)}</span>'
+    return f'<span class="qc-name">{escape(display_name(name))}</span>'
 
 
 def entity_html(entity: Entity | None) -> str:

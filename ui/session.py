@@ -26,11 +26,12 @@ from quota_core.impact import clients_from_entries
 
 from .identity import (LOCAL, LOCAL_MODE_DETAIL, LOCAL_MODE_NOTICE, PROXY, SIGNIN, Identity,
                        access_mode, identify, may_edit, setup_banner)
+from .text import code, md
 from .settings import (AccessPolicy, ConnectionSpec, access_policy, audit_path, cache_ttl,
-                       connections, kafka_timeout)
+                       connections, kafka_timeout, watch_every)
 
-__all__ = ["Snapshot", "PageContext", "Registry", "LockedBackend", "registry", "sidebar",
-           "start_run", "context",
+__all__ = ["Snapshot", "PageContext", "Registry", "LockedBackend", "Health", "stale_notice",
+           "registry", "sidebar", "start_run", "context",
            "secrets_dict", "connection_banner", "editing_gate"]
 
 
@@ -154,14 +155,82 @@ class LockedBackend(QuotaBackend):
             self.inner.close()
 
 
+@dataclass(frozen=True)
+class Health:
+    """What the background watch last learnt of a connection: when it last answered, and
+    since when (and why) it has not (None: it answers)."""
+
+    last_ok: float | None = None
+    failing_since: float | None = None
+    error: str | None = None
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def stale_notice(snapshot: "Snapshot | None", health: Health, now: float | None = None
+                 ) -> str | None:
+    """The banner of a page that shows ``snapshot`` while the cluster does not answer (None
+    while it does): since when it has not answered, and when the set shown was read."""
+    if snapshot is None or health.failing_since is None:
+        return None
+    now = time.time() if now is None else now
+    last = health.last_ok if health.last_ok is not None else snapshot.loaded_at
+    return (f"The cluster has not answered since {_clock(last)} ({now - last:.0f} s ago). "
+            f"This page shows the quota set as read at {_clock(snapshot.loaded_at)} "
+            f"({now - snapshot.loaded_at:.0f} s ago): it may be stale. ({health.error})")
+
+
 class Registry:
-    """Open backends and their latest snapshot, per connection key; thread-safe."""
+    """Open backends and their latest snapshot, per connection key; thread-safe. A daemon
+    thread per connection (:meth:`watch`) asks the cluster every few seconds whether it
+    answers, so a page can say that what it shows may be stale (:func:`stale_notice`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._backends: dict[str, QuotaBackend] = {}
         self._snapshots: dict[str, Snapshot] = {}
+        self._health: dict[str, Health] = {}
+        self._watchers: dict[str, threading.Thread] = {}
+
+    def health(self, spec: ConnectionSpec) -> Health:
+        with self._lock:
+            return self._health.get(spec.key, Health())
+
+    def _record(self, key: str, error: str | None) -> None:
+        now = time.time()
+        with self._lock:
+            old = self._health.get(key, Health())
+            self._health[key] = (Health(now) if error is None else
+                                 Health(old.last_ok, old.failing_since or now, error))
+
+    def watch(self, spec: ConnectionSpec, every_s: float) -> None:
+        """Start (once per connection and process) the thread that asks the open backend
+        for the cluster's id every ``every_s`` seconds and records the answer."""
+        with self._lock:
+            if spec.key in self._watchers:
+                return
+            thread = threading.Thread(target=self._watch, args=(spec.key, every_s),
+                                      name=f"quota-watch-{spec.label}", daemon=True)
+            self._watchers[spec.key] = thread
+        thread.start()
+
+    def _watch(self, key: str, every_s: float) -> None:
+        while True:
+            time.sleep(every_s)
+            with self._lock:
+                backend = self._backends.get(key)
+            if backend is None:
+                continue  # not open (a failed connection shows its own banner)
+            try:
+                backend.info()
+            except Exception as exc:  # noqa: BLE001 - any failure means "not answering"
+                self._record(key, str(exc) if isinstance(exc, QuotaError)
+                             else f"{type(exc).__name__}: {exc}")
+            else:
+                self._record(key, None)
 
     def _key_lock(self, key: str) -> threading.Lock:
         with self._lock:
@@ -195,6 +264,7 @@ class Registry:
             frame = quota_frame(quotas)
             snap = Snapshot(quotas, frame, info, time.time(), time.perf_counter() - started)
             self._snapshots[spec.key] = snap
+            self._record(spec.key, None)
             _keep_out_of_gc(collect=True)
             return snap
 
@@ -326,6 +396,7 @@ def sidebar() -> PageContext:
             try:
                 backend = reg.backend(spec)
                 snapshot = reg.snapshot(spec, ttl)
+                reg.watch(spec, watch_every(env, secrets))
             except Exception as exc:  # noqa: BLE001 - shown as the banner, the app still loads
                 error = _describe_error(spec, exc)
                 reg.drop(spec)
@@ -348,18 +419,18 @@ def sidebar() -> PageContext:
 
 def _connection_card(spec: ConnectionSpec, snapshot: Snapshot | None) -> None:
     kind = {"kafka": "Kafka cluster", "sandbox": "Sandbox file"}.get(spec.kind, spec.kind)
-    lines = [f"**{spec.label}**", f"{kind} · `{spec.location}`"]
+    lines = [f"**{md(spec.label)}**", f"{kind} · {code(spec.location)}"]
     if snapshot is not None:
         info = snapshot.info
         brokers = "?" if info.broker_count is None else str(info.broker_count)
-        lines.append(f"cluster id `{info.cluster_id or '?'}` · {brokers} "
+        lines.append(f"cluster id {code(info.cluster_id or '?')} · {brokers} "
                      f"broker{'s' if brokers != '1' else ''}")
         lines.append(f"{len(snapshot.quotas):,} quota entries")
         st.success("  \n".join(lines), icon=":material/link:")
     else:
         st.error("  \n".join(lines + ["**unreachable**"]), icon=":material/link_off:")
     if spec.command_config:
-        st.caption(f"client properties from `{spec.command_config}`")
+        st.caption(f"client properties from {code(spec.command_config)}")
     props = spec.public_properties()
     if props:
         with st.expander("Client properties"):
@@ -393,7 +464,7 @@ def _identity(policy: AccessPolicy) -> Identity:
     if mode == SIGNIN and not problem:
         if user and user.get("is_logged_in"):
             shown = identity.name or user.get("email") or user.get("name") or "?"
-            st.caption(f"Signed in as **{shown}** ({identity.via or 'signed in'}).")
+            st.caption(f"Signed in as **{md(shown)}** ({md(identity.via or 'signed in')}).")
             st.button("Sign out", key="sign_out", on_click=st.logout,
                       icon=":material/logout:")
         else:
@@ -401,10 +472,11 @@ def _identity(policy: AccessPolicy) -> Identity:
             st.button("Sign in to edit", key="sign_in", on_click=st.login, type="primary",
                       icon=":material/login:")
     elif mode == PROXY and not problem:
-        st.caption(f"Signed in as **{identity.name}** (from the {policy.user_header} header)."
+        st.caption(f"Signed in as **{md(identity.name)}** (from the {md(policy.user_header)} "
+                   f"header)."
                    if identity.name else f"No {policy.user_header} header on this request.")
     elif identity.problem and not setup_banner(policy, identity):
-        st.caption(identity.problem if identity.mode != "none" else
+        st.caption(md(identity.problem) if identity.mode != "none" else
                    "Editing is off: nobody is identified (see the Edit page).")
     return identity
 
@@ -416,13 +488,24 @@ def connection_banner(ctx: PageContext) -> None:
     if refused:
         st.error(refused, icon=":material/gpp_bad:")
     if ctx.error is None:
+        if ctx.spec is not None and ctx.snapshot is not None:
+            _stale_banner(ctx.spec, ctx.snapshot)
         return
     with st.container(border=True):
-        st.error(ctx.error, icon=":material/cloud_off:")
+        st.error(md(ctx.error), icon=":material/cloud_off:")
         if ctx.spec is not None and st.button("Retry", key="retry_connection", type="primary",
                                               icon=":material/refresh:"):
             registry().drop(ctx.spec)
             st.rerun()
+
+
+@st.fragment(run_every=5)
+def _stale_banner(spec: ConnectionSpec, snapshot: Snapshot) -> None:
+    """Re-drawn every few seconds on its own (not the page): says within seconds that the
+    page shows a quota set the cluster can no longer confirm, and since when."""
+    notice = stale_notice(snapshot, registry().health(spec))
+    if notice:
+        st.warning(md(notice), icon=":material/sync_problem:")
 
 
 def editing_gate(ctx: PageContext, sign_in_key: str) -> None:
@@ -438,7 +521,7 @@ def editing_gate(ctx: PageContext, sign_in_key: str) -> None:
         st.warning(f"**{LOCAL_MODE_NOTICE}** {LOCAL_MODE_DETAIL}", icon=":material/warning:")
     allowed, why_not = ctx.may_edit()
     if not allowed:
-        st.warning(why_not, icon=":material/lock:")
+        st.warning(md(why_not), icon=":material/lock:")
         if ctx.identity.mode == SIGNIN and ctx.identity.name is None and not ctx.identity.problem:
             st.button("Sign in to edit", key=sign_in_key, on_click=st.login, type="primary",
                       icon=":material/login:")

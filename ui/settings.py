@@ -208,6 +208,17 @@ def kafka_timeout(env: Mapping[str, str], secrets: Mapping[str, Any]) -> float:
     return value if value > 0 else 10.0
 
 
+def watch_every(env: Mapping[str, str], secrets: Mapping[str, Any]) -> float:
+    """Seconds between the background checks that the cluster still answers
+    (``QUOTA_WATCH_EVERY``, ``[cache] watch_seconds``; 5)."""
+    raw = env.get("QUOTA_WATCH_EVERY") or _section(secrets, "cache").get("watch_seconds") or 5
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return 5.0
+    return value if value > 0 else 5.0
+
+
 def metrics_endpoints(env: Mapping[str, str], secrets: Mapping[str, Any]) -> str | None:
     """The brokers' metrics endpoints as ``URL[,URL...]`` (``LABEL=URL`` allowed), or None."""
     raw = env.get("QUOTA_METRICS") or _section(secrets, "metrics").get("endpoints")
