@@ -172,9 +172,9 @@ def others_story(v: KeyVerdict) -> list[Sentence]:
             state = f"it is throttled: {_figures(v.key, tuple(hot), o.limit)}"
         else:
             state = "it is not throttled"
-        out.append(Sentence(OTHER, f"Another bucket, {_bucket(o.tags)}, is {o.members} "
-                                   f"({entry}); {state}. {_client(v)[0].upper()}"
-                                   f"{_client(v)[1:]} is not in it.",
+        out.append(Sentence(OTHER, f"For {v.key}, another bucket, {_bucket(o.tags)}, is "
+                                   f"{o.members} ({entry}); {state}. {_client(v)[0].upper()}"
+                                   f"{_client(v)[1:]} is not in it for {v.key}.",
                             {"subject": "other", "bucket": o.tags, "throttled": bool(hot)}))
     return out
 

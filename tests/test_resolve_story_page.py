@@ -60,13 +60,13 @@ def test_the_issue_case_tells_one_story(store):
                         "producer_byte_rate: its bucket {user=alice, client-id=checkout-api} "
                         "runs at 922 KiB/s of 8 MiB/s (11%) on b1."]
     # {user=alice} is named as another bucket, throttled, with checkout-api not in it.
-    [other] = [s for s in said if s.startswith("Another bucket, {user=alice}")]
+    [other] = [s for s in said if s.startswith("For producer_byte_rate, another bucket, {user=alice}")]
     assert "it is throttled" in other and other.endswith(
-        "Client id 'checkout-api' of user 'alice' is not in it.")
+        "Client id 'checkout-api' of user 'alice' is not in it for producer_byte_rate.")
     # Nothing else says a bucket of user alice makes anyone wait, unless it is that one.
     for s in said:
         if "waits" in s:
-            assert s.startswith("Another bucket"), s
+            assert " another bucket, " in s, s
     # Set back: per client id, and {user=alice} still applies to alice's other client ids.
     [note] = [s for s in said if s.startswith("{user=alice} 2 MiB/s")]
     assert note.startswith("{user=alice} 2 MiB/s does not apply to client id 'checkout-api' "

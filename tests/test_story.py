@@ -91,8 +91,8 @@ def series(quotas, own_hot: bool | None, other_hot: bool, other_tags=(USER, "bat
 
 CLIENT_NAME = f"Client id {CLIENT!r} of user {USER!r}"
 STATUS_RE = re.compile(rf"^{re.escape(CLIENT_NAME)} is (not )?throttled")
-OTHER_RE = re.compile(r"^Another bucket, (\{.*?\}), .*; it is (not )?throttled.*"
-                      rf"{re.escape(CLIENT_NAME)} is not in it\.$")
+OTHER_RE = re.compile(r"^For \w+, another bucket, (\{.*?\}), .*; it is (not )?throttled.*"
+                      rf"{re.escape(CLIENT_NAME)} is not in it for \w+\.$")
 LEVELS = list(range(1, 9)) + [None]
 CASES = [(level, own_hot, other_hot, other)
          for level in LEVELS for own_hot in (True, False) for other_hot in (True, False)
@@ -216,11 +216,12 @@ def test_the_issue_case_checkout_api_beside_throttled_batch_export():
     assert texts[0] == ("Client id 'checkout-api' of user 'alice' is not throttled on "
                         "producer_byte_rate: its bucket {user=alice, client-id=checkout-api} "
                         "runs at 922 KiB/s of 8 MiB/s (11%) on b1.")
-    [other] = [t for t in texts if t.startswith("Another bucket")]
-    assert other == ("Another bucket, {user=alice}, is shared by the client ids of user "
+    [other] = [t for t in texts if t.startswith("For producer_byte_rate, another bucket")]
+    assert other == ("For producer_byte_rate, another bucket, {user=alice}, is shared by the client ids of user "
                      "'alice': any client id without an entry of its own (2 MiB/s set by "
                      "{user=alice} (level 3)); it is throttled: 2.4 MiB/s of 2 MiB/s (120%) on "
-                     "b1. Client id 'checkout-api' of user 'alice' is not in it.")
+                     "b1. Client id 'checkout-api' of user 'alice' is not in it for "
+                     "producer_byte_rate.")
     [note] = [n for n in shadow_notes(resolve(quotas, "alice", "checkout-api"))
               if n.startswith("`{user=alice}`")]
     assert "never applies" not in note and "still sets producer_byte_rate" in note
