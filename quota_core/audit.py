@@ -274,10 +274,11 @@ def records_csv(records: Iterable[AuditRecord]) -> str:
     for r in records:
         cluster = r.cluster.get("cluster_id") or r.cluster.get("location") or ""
         w.writerow([r.ts, r.actor, cluster, r.entity_text, r.action, _ops_text(r.ops),
-                    _q_text(r.before), _q_text(r.after), r.outcome, r.note, r.id])
+                    _q_text(r.before), _q_text(r.after),
+                    WRITER_STOPPED if r.note == WRITER_STOPPED else r.outcome, r.note, r.id])
     return buf.getvalue()
 
 
 def records_jsonl(records: Iterable[AuditRecord]) -> str:
-    """The records as JSON lines, exactly as stored."""
+    """The records as JSON lines (one per change: an intent with its outcome folded in)."""
     return "".join(r.to_json() + "\n" for r in records)

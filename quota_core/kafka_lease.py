@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import socket
 import time
@@ -47,6 +48,9 @@ LEASE_TOPIC = "__quota_console_lease"
 #: How long a holder may keep the lease once it has it (``QUOTA_LEASE_SECONDS`` overrides).
 HOLD_S = 60.0
 _TICKETS_KEPT_MS = 7 * 24 * 3600 * 1000
+#: librdkafka's log lines (e.g. "coordinator load in progress: retrying") go here, not stderr.
+_rdkafka_log = logging.getLogger(__name__ + ".rdkafka")
+_rdkafka_log.addHandler(logging.NullHandler())
 
 
 def hold_seconds(env: Mapping[str, str] = os.environ) -> float:
@@ -127,9 +131,10 @@ def lease_holder(conf: Mapping[str, object], offset: int | None = None,
     from confluent_kafka.admin import AdminClient
 
     if offset is None:
-        offset = _lso(AdminClient(dict(conf)), wait_s)
+        offset = _lso(AdminClient(dict(conf), logger=_rdkafka_log), wait_s)
     consumer = Consumer({**conf, "group.id": f"quota-console-lease-{uuid.uuid4().hex}",
-                         "isolation.level": "read_uncommitted", "enable.auto.commit": False})
+                         "isolation.level": "read_uncommitted", "enable.auto.commit": False},
+                        logger=_rdkafka_log)
     try:
         consumer.assign([TopicPartition(LEASE_TOPIC, 0, offset)])
         deadline = time.monotonic() + wait_s
@@ -163,7 +168,7 @@ def break_lease(conf: Mapping[str, object], wait_s: float = 10.0) -> dict | None
     ticket = lease_holder(conf, wait_s=wait_s)
     if not ticket or not ticket.get("tid"):
         return ticket
-    fence = Producer({**conf, "transactional.id": ticket["tid"]})
+    fence = Producer({**conf, "transactional.id": ticket["tid"]}, logger=_rdkafka_log)
     fence.init_transactions(wait_s)  # aborts the open transaction of that id
     return ticket
 
@@ -180,14 +185,15 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
     conf = {k: v for k, v in conf.items() if k != "client.id"}
     deadline = time.monotonic() + wait_s
     tid = f"quota-console-lease-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({**conf, "client.id": "quota-console-lease"})
+    admin = AdminClient({**conf, "client.id": "quota-console-lease"}, logger=_rdkafka_log)
     producer = None
     started = False
     try:
         _ensure_topic(admin, wait_s)
         producer = Producer({**conf, "client.id": "quota-console-lease",
                              "transactional.id": tid, "linger.ms": 0,
-                             "transaction.timeout.ms": int((wait_s + hold) * 1000)})
+                             "transaction.timeout.ms": int((wait_s + hold) * 1000)},
+                            logger=_rdkafka_log)
         producer.init_transactions(max(0.5, deadline - time.monotonic()))
         producer.begin_transaction()
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
