@@ -113,13 +113,14 @@ def _ensure_topic(admin, wait_s: float) -> None:
             raise
 
 
-def _lso(admin, wait_s: float) -> int:
+def _lso(admin, wait_s: float, committed: bool = True) -> int:
+    """The partition's last stable offset (or, ``committed=False``, its high watermark)."""
     from confluent_kafka import IsolationLevel, TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
     tp = TopicPartition(LEASE_TOPIC, 0)
-    result = admin.list_offsets({tp: OffsetSpec.latest()},
-                                isolation_level=IsolationLevel.READ_COMMITTED,
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    result = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level,
                                 request_timeout=wait_s)
     return result[tp].result(wait_s).offset
 
@@ -131,7 +132,10 @@ def lease_holder(conf: Mapping[str, object], offset: int | None = None,
     from confluent_kafka.admin import AdminClient
 
     if offset is None:
-        offset = _lso(AdminClient(dict(conf), logger=_rdkafka_log), wait_s)
+        admin = AdminClient(dict(conf), logger=_rdkafka_log)
+        offset = _lso(admin, wait_s)
+        if offset >= _lso(admin, wait_s, committed=False):
+            return None  # no transaction open: nobody holds it
     consumer = Consumer({**conf, "group.id": f"quota-console-lease-{uuid.uuid4().hex}",
                          "isolation.level": "read_uncommitted", "enable.auto.commit": False},
                         logger=_rdkafka_log)
@@ -240,6 +244,6 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
         if producer is not None:
             if started:
                 with contextlib.suppress(Exception):
-                    producer.abort_transaction(10)
+                    producer.abort_transaction(max(1.0, min(5.0, wait_s)))
             with contextlib.suppress(Exception):
                 producer.flush(0)
