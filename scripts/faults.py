@@ -111,11 +111,12 @@ def kills(store: Store, rounds: int, n: int, work: Path) -> dict:
     entities = [Entity.of(user=f"kill-{i:05d}") for i in range(n)]
     applied_total = recorded_total = unrecorded = partial = 0
     duration = None
+    by_round: list[str] = []  # "kill delay: applied/recorded"
     for r in range(rounds + 1):  # round 0 measures an unkilled apply
         before = {e: {PBR: float(1000 + 2 * r)} for e in entities}
         store.seed(before)
-        p = plan(store, {e: {PBR: float(1001 + 2 * r)} for e in entities}, work / f"k{r}.json")
-        log = work / f"k{r}.jsonl"
+        p = plan(store, {e: {PBR: float(1001 + 2 * r)} for e in entities}, work / f"{store.name}-k{r}.json")
+        log = work / f"{store.name}-k{r}.jsonl"
         started = time.monotonic()
         proc = apply_proc(store, p, log)
         if r == 0:
@@ -124,7 +125,8 @@ def kills(store: Store, rounds: int, n: int, work: Path) -> dict:
             proc.stderr.close()
             duration = time.monotonic() - started
             continue
-        time.sleep(random.uniform(0.2, 1.0) * duration)
+        delay = random.uniform(0.05, 1.0) * duration
+        time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
         proc.stderr.close()
@@ -136,10 +138,12 @@ def kills(store: Store, rounds: int, n: int, work: Path) -> dict:
         recorded_total += len(records)
         unrecorded += len(changed - records)
         partial += 0 < len(changed) < n
+        by_round.append(f"{delay:.1f}s:{len(changed)}/{len(records)}")
     return {"store": store.name, "kills": rounds, "entities per plan": n,
             "unkilled apply (s)": round(duration, 1), "changes applied": applied_total,
             "changes recorded": recorded_total, "applied without a record": unrecorded,
-            "rounds with some applied": partial}
+            "rounds with some applied": partial,
+            "per kill (delay: applied/recorded)": " ".join(by_round[:100])}
 
 
 # -- 2. two concurrent applies -----------------------------------------------------------------
@@ -152,9 +156,9 @@ def concurrent(store: Store, rounds: int, work: Path) -> dict:
     wins = {"A": 0, "B": 0}
     for r in range(rounds):
         store.seed(base)
-        pa = plan(store, a_wants, work / f"a{r}.json")
-        pb = plan(store, b_wants, work / f"b{r}.json")
-        log = work / f"c{r}.jsonl"
+        pa = plan(store, a_wants, work / f"{store.name}-a{r}.json")
+        pb = plan(store, b_wants, work / f"{store.name}-b{r}.json")
+        log = work / f"{store.name}-c{r}.jsonl"
         procs = [apply_proc(store, p, log) for p in (pa, pb)]
         codes = [p.wait(120) for p in procs]
         for p in procs:
@@ -192,13 +196,14 @@ def broker_crash(store: Store, rounds: int, n: int, work: Path) -> dict:
         store.broker.kill()
         store.broker.start(timeout=120, keep_data=True)
         code = proc.wait(120)
+        last = (proc.stderr.read().strip().splitlines() or [""])[-1]
         proc.stderr.close()
         store.free_lease()
         now = store.read(entities)
         there = {e for e in entities if now[e] != before[e]}
         records = {x.entity_obj(): x for x in AuditLog(log).read()}
         said_applied = {e for e, x in records.items() if x.outcome == "applied"}
-        rows.append({"exit": code, "held after restart": len(there),
+        rows.append({"exit": code, "apply said": last[:160], "held after restart": len(there),
                      "reported applied": len(said_applied),
                      "reported unknown": sum(x.outcome == "unknown" for x in records.values()),
                      "reported applied but absent": len(said_applied - there),
