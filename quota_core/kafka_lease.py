@@ -48,6 +48,7 @@ LEASE_TOPIC = "__quota_console_lease"
 #: How long a holder may keep the lease once it has it (``QUOTA_LEASE_SECONDS`` overrides).
 HOLD_S = 60.0
 _TICKETS_KEPT_MS = 7 * 24 * 3600 * 1000
+_MAX_TXN_S = 900.0
 #: librdkafka's log lines (e.g. "coordinator load in progress: retrying") go here, not stderr.
 _rdkafka_log = logging.getLogger(__name__ + ".rdkafka")
 _rdkafka_log.addHandler(logging.NullHandler())
@@ -186,6 +187,8 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
     from confluent_kafka.admin import AdminClient
 
     hold = hold_s if hold_s is not None else hold_seconds()
+    # A broker refuses a transaction timeout over transaction.max.timeout.ms (15 min default).
+    txn_s = min(wait_s + hold, _MAX_TXN_S)
     conf = {k: v for k, v in conf.items() if k != "client.id"}
     deadline = time.monotonic() + wait_s
     tid = f"quota-console-lease-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -196,7 +199,7 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
         _ensure_topic(admin, wait_s)
         producer = Producer({**conf, "client.id": "quota-console-lease",
                              "transactional.id": tid, "linger.ms": 0,
-                             "transaction.timeout.ms": int((wait_s + hold) * 1000)},
+                             "transaction.timeout.ms": int(txn_s * 1000)},
                             logger=_rdkafka_log)
         producer.init_transactions(max(0.5, deadline - time.monotonic()))
         producer.begin_transaction()
@@ -222,7 +225,7 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
             if lso > ticket:
                 raise LeaseUnavailable(
                     f"The write lease's ticket was aborted before its turn came (its "
-                    f"transaction outlived {wait_s + hold:g} s): nothing was written. Try "
+                    f"transaction outlived {txn_s:g} s): nothing was written. Try "
                     f"again.", holder=holder)
             if time.monotonic() + delay > deadline:
                 who = _holder_text(lease_holder(conf, lso, wait_s=3.0))
@@ -230,10 +233,10 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
                     f"The cluster's write lease is held by {who} and was not free within "
                     f"{wait_s:g} s: nothing was written. Try again when that writer is done "
                     f"(--timeout waits longer; a writer that died frees it within "
-                    f"{wait_s + hold + 10:g} s).", holder=who)
+                    f"{txn_s + 10:g} s).", holder=who)
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
-        yield WriteLease(holder, t0 + wait_s + hold - 1.0)
+        yield WriteLease(holder, t0 + txn_s - 1.0)
     except KafkaException as exc:
         refusal = _refusal(exc, principal)
         if refusal is not None:

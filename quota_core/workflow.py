@@ -255,7 +255,8 @@ def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
                                  else action, outcome="intent", extra=extra, phase="intent")
                    for e, a in first.items()}
         audit.append_many(list(intents.values()))  # durable before anything is sent
-        lease.ensure(float(getattr(backend, "timeout_s", 10.0)) + 5.0)
+        # the alter and its read-back must end while the lease is held
+        lease.ensure(min(float(getattr(backend, "timeout_s", 10.0)), 20.0) + 10.0)
         try:
             outcome = backend.alter(alterations)
         except OutcomeUnknown as exc:  # says itself what is known, unknown and not sent
