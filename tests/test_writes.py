@@ -268,3 +268,56 @@ def test_apply_with_an_unknown_outcome_exits_3_and_records_it(tmp_path, store, a
     assert code == 3 and "Outcome unknown" in err
     [record] = AuditLog(audit_log).read()
     assert record.outcome == "unknown" and record.note != WRITER_STOPPED
+
+
+# -- the pages: Audit shows a stopped writer; Edit shows a read-back conflict --------------------
+@pytest.fixture
+def app_env(monkeypatch, tmp_path, audit_log):
+    from tests.test_app import ENV_VARS
+
+    for var in ENV_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("QUOTA_AUDIT_LOG", str(audit_log))
+    monkeypatch.setenv("QUOTA_LOCAL_MODE", "1")
+    monkeypatch.setenv("QUOTA_SANDBOX", sandbox_with(tmp_path / "app.sqlite", BASE))
+    return tmp_path / "app.sqlite"
+
+
+def test_the_audit_page_shows_an_intent_without_outcome_as_writer_stopped(app_env, audit_log):
+    from quota_core.alterations import Alteration
+    from quota_core.audit import new_record
+    from tests.app_steps import run_app
+
+    AuditLog(audit_log).append(new_record(
+        actor="jdoe", cluster={}, alteration=Alteration.of(E(user="alice"), {"producer_byte_rate": 9}),
+        before={"producer_byte_rate": 1}, after={"producer_byte_rate": 9}, outcome="intent",
+        phase="intent"))
+    at = run_app("pages/audit.py")
+    assert not at.exception
+    assert list(at.dataframe[0].value["outcome"]) == [WRITER_STOPPED]
+
+
+def test_the_edit_page_shows_a_read_back_conflict(app_env, audit_log, monkeypatch):
+    from tests.app_steps import run_app, texts
+
+    real = SandboxBackend._alter
+
+    def alter_then_someone_else_writes(self, requests, validate_only):
+        outcome = real(self, requests, validate_only)
+        if not validate_only:
+            self._conn.execute("UPDATE quotas SET value='7.0' WHERE key='producer_byte_rate' "
+                               "AND entity LIKE '%alice%'")
+            self._cache = None
+        return outcome
+
+    at = run_app("pages/edit.py", operator="jdoe")
+    at.text_input(key="ed_user").input("alice").run()
+    at.text_input(key="ed_val_producer_byte_rate").input("3").run()
+    at.button(key="ed_preview_btn").click().run()
+    at.checkbox(key="ed_confirm").check().run()
+    monkeypatch.setattr(SandboxBackend, "_alter", alter_then_someone_else_writes)
+    at.button(key="ed_apply").click().run()
+    assert not at.exception
+    assert any("it now holds {consumer_byte_rate=1, producer_byte_rate=7}" in t
+               for t in texts(at.error)), texts(at.error)
+    assert [r.outcome for r in AuditLog(audit_log).read()] == ["conflict"]
