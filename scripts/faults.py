@@ -107,25 +107,46 @@ def apply_proc(store: Store, plan_file: Path, log: Path, timeout: float = 30):
 
 
 # -- 1. kills mid-apply ------------------------------------------------------------------------
+def _intents_written(log: Path, proc, limit: float) -> bool:
+    """Wait until the apply has written its intents (it is about to send, or sending)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and proc.poll() is None:
+        if log.exists() and log.stat().st_size:
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def kills(store: Store, rounds: int, n: int, work: Path) -> dict:
+    """Half the kills at a random moment of the whole run; the other half at a random moment
+    after the intents were written (the alter, the commit, the read-back, the outcome)."""
     entities = [Entity.of(user=f"kill-{i:05d}") for i in range(n)]
     applied_total = recorded_total = unrecorded = partial = 0
-    duration = None
-    by_round: list[str] = []  # "kill delay: applied/recorded"
-    for r in range(rounds + 1):  # round 0 measures an unkilled apply
+    whole = after_intent = 0.0
+    by_round: list[str] = []  # "[i]kill delay: applied/recorded" (i: after the intents)
+    for r in range(rounds + 2):  # rounds 0 and 1 measure unkilled applies
         before = {e: {PBR: float(1000 + 2 * r)} for e in entities}
         store.seed(before)
-        p = plan(store, {e: {PBR: float(1001 + 2 * r)} for e in entities}, work / f"{store.name}-k{r}.json")
+        p = plan(store, {e: {PBR: float(1001 + 2 * r)} for e in entities},
+                 work / f"{store.name}-k{r}.json")
         log = work / f"{store.name}-k{r}.jsonl"
         started = time.monotonic()
         proc = apply_proc(store, p, log)
-        if r == 0:
+        if r < 2:
+            _intents_written(log, proc, 300)
+            intents_at = time.monotonic()
             if proc.wait(300) != 0:
                 raise SystemExit(f"the unkilled apply failed: {proc.stderr.read()}")
             proc.stderr.close()
-            duration = time.monotonic() - started
+            whole = max(whole, time.monotonic() - started)
+            after_intent = max(after_intent, time.monotonic() - intents_at)
             continue
-        delay = random.uniform(0.05, 1.0) * duration
+        mark = ""
+        if r % 2:
+            delay = random.uniform(0.05, 1.2) * whole
+        else:
+            _intents_written(log, proc, 300)
+            delay, mark = random.uniform(0.0, 1.2) * after_intent, "i"
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
@@ -138,12 +159,15 @@ def kills(store: Store, rounds: int, n: int, work: Path) -> dict:
         recorded_total += len(records)
         unrecorded += len(changed - records)
         partial += 0 < len(changed) < n
-        by_round.append(f"{delay:.1f}s:{len(changed)}/{len(records)}")
+        by_round.append(f"{mark}{delay:.1f}s:{len(changed)}/{len(records)}")
     return {"store": store.name, "kills": rounds, "entities per plan": n,
-            "unkilled apply (s)": round(duration, 1), "changes applied": applied_total,
-            "changes recorded": recorded_total, "applied without a record": unrecorded,
-            "rounds with some applied": partial,
-            "per kill (delay: applied/recorded)": " ".join(by_round[:100])}
+            "unkilled apply (s)": round(whole, 1),
+            "of which after the intents (s)": round(after_intent, 1),
+            "changes applied": applied_total, "changes recorded": recorded_total,
+            "applied without a record": unrecorded, "rounds with some applied": partial,
+            "rounds with all applied": sum(x.split(":")[1].startswith(f"{n}/")
+                                           for x in by_round),
+            "per kill (delay: applied/recorded; i = after the intents)": " ".join(by_round)}
 
 
 # -- 2. two concurrent applies -----------------------------------------------------------------
