@@ -216,7 +216,8 @@ def broker_crash(store: Store, rounds: int, n: int, work: Path) -> dict:
         p = plan(store, {e: {PBR: float(5001 + 2 * r)} for e in entities}, work / f"x{r}.json")
         log = work / f"x{r}.jsonl"
         proc = apply_proc(store, p, log, timeout=20)
-        time.sleep(random.uniform(1.0, 3.0))
+        _intents_written(log, proc, 120)  # then the alter is on its way
+        time.sleep(random.uniform(0.0, 0.8))
         store.broker.kill()
         store.broker.start(timeout=120, keep_data=True)
         code = proc.wait(120)
