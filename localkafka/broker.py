@@ -3,7 +3,9 @@
 Tests, benchmarks and the demo talk to a genuine broker so that quota behaviour
 (throttling, authorization of quota APIs) is Kafka's own, not an imitation.
 The broker runs from the jars fetched by :func:`localkafka.jars.ensure_jars`;
-each start formats fresh storage, so every broker begins with an empty cluster.
+each start formats fresh storage, so every broker begins with an empty cluster, unless
+``start(keep_data=True)`` restarts a broker on the storage (and ports) it had: what a real
+broker keeps across a crash (:meth:`LocalBroker.kill` is the crash: SIGKILL, no shutdown).
 
 Every broker also runs the Prometheus JMX exporter java agent with
 ``scripts/kafka/jmx-quota-rules.yaml``, serving the client-quota metrics (per-bucket
@@ -146,6 +148,7 @@ class LocalBroker:
         self.port: int | None = port
         self.controller_port: int | None = None
         self.cluster_id: str = new_cluster_id()
+        self._kept_metrics_port: int | None = None
         self.pid: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         if not sasl:
@@ -369,27 +372,37 @@ class LocalBroker:
             )
 
     # ----------------------------------------------------------------- lifecycle
-    def start(self, timeout: float = 60) -> str:
+    def start(self, timeout: float = 60, *, keep_data: bool = False) -> str:
         """Format storage, launch the JVM and wait until the broker answers a metadata request.
 
         Returns the bootstrap address. Auto-picked ports are retried on a bind clash
         (another process grabbing the port between our probe and the JVM's bind).
+        ``keep_data=True`` after a start of this broker: restart it on the storage it has
+        (no format: same cluster id, same records) and the same ports.
         """
         if self.running():
             raise LocalBrokerError(f"{self!r} is already running")
         libs = ensure_jars()
         self.workdir.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + timeout
-        attempts = 1 if self._requested_port else 3
+        keep = keep_data and (self.data_dir / "meta.properties").is_file() \
+            and self.port is not None and self.controller_port is not None
+        attempts = 1 if self._requested_port or keep else 3
         for attempt in range(1, attempts + 1):
-            self.port = self._requested_port or free_port()
-            self.controller_port = self._other_free_port(self.port)
-            self.metrics_port = self._requested_metrics_port or \
-                self._other_free_port(self.port, self.controller_port)
-            self.cluster_id = new_cluster_id()
+            if not keep:
+                self.port = self._requested_port or free_port()
+                self.controller_port = self._other_free_port(self.port)
+            if keep:
+                self.metrics_port = self._requested_metrics_port or self._kept_metrics_port
+            else:
+                self.metrics_port = self._requested_metrics_port or \
+                    self._other_free_port(self.port, self.controller_port)
+            if not keep:
+                self.cluster_id = new_cluster_id()
             try:
                 self._write_properties()
-                self._format()
+                if not keep:
+                    self._format()
                 self._launch(libs)
                 self._wait_ready(deadline)
                 if self.sasl:
@@ -407,8 +420,20 @@ class LocalBroker:
                 self.stop()
                 raise
             break
+        self._kept_metrics_port = self.metrics_port
         self._write_state()
         return self.bootstrap
+
+    def kill(self) -> None:
+        """SIGKILL the broker, as a crash would (no controlled shutdown); its storage stays
+        for ``start(keep_data=True)``."""
+        pid = self._proc.pid if self._proc is not None else self.pid
+        if pid is not None and self.running():
+            self._signal(pid, signal.SIGKILL)
+            if not self._wait_exit(pid, 10):
+                raise LocalBrokerError(f"Kafka broker pid {pid} survived SIGKILL")
+        self._proc = None
+        self.pid = None
 
     @staticmethod
     def _other_free_port(*taken: int | None) -> int:

@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from quota_core.audit import records_csv, records_jsonl
+from quota_core.audit import WRITER_STOPPED, records_csv, records_jsonl
 from quota_core.csvsafe import FORMULA_NOTE, spreadsheet_csv
 from ui.session import context
 
@@ -19,9 +19,11 @@ def _shown(record) -> str:
 
 st.title("Audit log")
 st.caption(f"Every change applied from this console, newest first. Stored append-only in "
-           f"`{ctx.audit.path}`.")
+           f"`{ctx.audit.path}`: each change's intent is written before it is sent, its "
+           f"outcome after.")
 
-records = ctx.audit.read()
+attempts = st.session_state.get("au_refused", False)
+records = ctx.audit.read(refused=attempts)
 if ctx.audit.skipped:
     st.warning(f"{ctx.audit.skipped} line(s) of the log could not be read (e.g. a write cut "
                f"short by a crash) and are left out.")
@@ -29,12 +31,14 @@ if not records:
     st.info("No changes have been applied from this console yet.")
     st.stop()
 
-f1, f2, f3 = st.columns(3)
+f1, f2, f3, f4 = st.columns(4)
 text = f1.text_input("Entity contains", key="au_entity", placeholder="alice").strip().lower()
 actors = sorted({r.actor for r in records})
 who = f2.multiselect("By", actors, key="au_actor", placeholder="anyone")
 here_only = f3.toggle("Only this cluster", key="au_here", value=False,
                       disabled=ctx.spec is None)
+f4.toggle("Also refused attempts", key="au_refused",
+          help="Changes the cluster refused, or never sent: nothing changed there.")
 
 cluster_id = ctx.snapshot.info.cluster_id if ctx.snapshot else None
 shown = [r for r in reversed(records)
@@ -43,12 +47,20 @@ shown = [r for r in reversed(records)
          and (not here_only or r.cluster.get("cluster_id") == cluster_id)]
 
 
+def _outcome(r) -> str:
+    """What happened: applied, conflict, refused, not sent, or unknown (with why)."""
+    if r.note == WRITER_STOPPED:
+        return WRITER_STOPPED
+    return "outcome unknown (sent, not confirmed)" if r.outcome == "unknown" else r.outcome
+
+
 def _q(q: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in q.items()) or "—"
 
 
 table = pd.DataFrame([{
-    "when (UTC)": r.ts, "who": r.actor, "action": r.action, "entity": _shown(r),
+    "when (UTC)": r.ts, "who": r.actor, "action": r.action, "outcome": _outcome(r),
+    "entity": _shown(r),
     "before": _q(r.before), "after": _q(r.after),
     "cluster": r.cluster.get("label") or r.cluster.get("location") or "",
     "cluster id": r.cluster.get("cluster_id") or "", "note": r.note,

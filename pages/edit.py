@@ -11,7 +11,8 @@ import streamlit as st
 from quota_core import (Entity, alteration_problems, diff_alteration, format_quota,
                         parse_quota_value)
 from quota_core.entities import CLIENT_ID, DEFAULT_TEXT, IP, USER, entity_from_json, entity_to_json
-from quota_core.errors import ConcurrentChange, EntityError, OutcomeUnknown, QuotaError
+from quota_core.errors import (ConcurrentChange, EntityError, OutcomeUnknown, QuotaError,
+                               WriteConflict)
 from quota_core.history import client_label, duration_text
 from quota_core.history import what_if as history_what_if
 from quota_core.impact import ANY_OTHER, apply_alteration, fallback, parse_clients_csv
@@ -356,6 +357,15 @@ if st.button("Apply", key="ed_apply", type="primary", icon=":material/done_all:"
             {"key": c.key, "when loaded": format_quota(c.key, c.before),
              "now on the cluster": format_quota(c.key, c.after)}
             for c in exc.context.get("changes", [])]}
+        st.rerun()
+    except WriteConflict as exc:  # written, but the read-back shows another writer's values
+        ss.pop("ed_result", None)
+        registry().invalidate(ctx.spec)
+        done = exc.context["entities"][0]
+        ss["ed_conflict"] = {"message": str(exc), "rows": [
+            {"key": k, "written": format_quota(k, done.meant[k]) if k in done.meant else "not set",
+             "now on the cluster": format_quota(k, done.after[k]) if k in done.after
+             else "not set"} for k in sorted(set(done.meant) | set(done.after))]}
         st.rerun()
     except OutcomeUnknown as exc:
         # Sent, and the answer was lost: never claim applied or refused. Reload to see.

@@ -9,8 +9,9 @@ made; each entity is applied through the same workflow as the Edit page and the 
 
 import streamlit as st
 
-from quota_core.errors import ConcurrentChange, QuotaError
-from quota_core.plan import change_kind, make_plan, plan_impact, quota_set_hash, set_diff
+from quota_core.errors import ConcurrentChange, OutcomeUnknown, QuotaError
+from quota_core.plan import (change_kind, check_plan_cluster, make_plan, plan_impact,
+                             quota_set_hash, set_diff)
 from quota_core.serialization import format_of, read_quota_file
 from quota_core.units import format_quota
 from quota_core.workflow import apply_changes
@@ -47,7 +48,8 @@ if not raw.strip():
     st.info("Upload or paste a quota file: `kafka-client-quotas --export yaml` (or Browse's "
             "export) gives one to edit.")
     st.stop()
-key = (source, raw, bool(ss.get("pl_prune")))
+# The plan is bound to the cluster it was made on: another cluster picked since is another key.
+key = (source, raw, bool(ss.get("pl_prune")), ctx.spec.location)
 
 if st.button("Plan", key="pl_plan_btn", icon=":material/difference:"):
     ss.pop("pl_result", None)
@@ -61,6 +63,7 @@ if st.button("Plan", key="pl_plan_btn", icon=":material/difference:"):
         frame = live.latest() if live is not None else None
         series = list(frame.series) if frame is not None else None
         ss["pl_plan"] = (key, plan, plan_impact(plan, series, ctx.snapshot.known_clients()))
+        ss["pl_cluster"] = backend.identity()
     except UnicodeDecodeError:
         st.error(md(f"{source} is not UTF-8 text: give a JSON or YAML export."))
         ss.pop("pl_plan", None)
@@ -78,10 +81,16 @@ if result is not None:
                        f"each is in the audit log.", icon=":material/check_circle:")
         else:
             st.error(f"Applied {len(done.applied)}; {len(done.refused)} refused and not "
-                     f"applied." + (f" The audit log could not be written: {md(done.audit_error)}"
-                                    if done.audit_error else ""), icon=":material/block:")
+                     f"applied; {len(done.conflicts)} conflict(s): written, but the read-back "
+                     f"shows another writer's values." + (
+                         f" The audit log could not be written: {md(done.audit_error)}"
+                         if done.audit_error else ""), icon=":material/block:")
         st.dataframe([{"entity": str(a.alteration.entity), "outcome": "applied",
-                       "read back": "yes" if a.settled else "not yet"} for a in done.applied]
+                       "read back": "as written"} for a in done.applied]
+                     + [{"entity": str(a.alteration.entity), "outcome": "conflict",
+                         "read back": ", ".join(f"{k}={format_quota(k, v)}" for k, v in
+                                                sorted(a.after.items())) or "no quotas"}
+                        for a in done.conflicts]
                      + [{"entity": str(r.entity), "outcome": f"refused: {r.error}",
                          "read back": ""} for r in done.refused], hide_index=True)
         st.page_link("pages/audit.py", label="See it in the audit log", icon=":material/history:")
@@ -141,24 +150,33 @@ if conflict is not None:
 confirm = st.checkbox(f"I have checked the plan: apply it to {md(ctx.spec.label)}", key="pl_confirm")
 if st.button("Apply", key="pl_apply", type="primary", icon=":material/done_all:",
              disabled=not confirm):
-    try:
+    def unchanged_since_plan(backend) -> None:  # run under the cluster's write lease
         current = backend.describe()
         if quota_set_hash(current) != plan.base_hash:
             drift = set_diff(plan.base, current)
-            ss["pl_conflict"] = {
-                "message": f"The quota set changed since this plan was made ({len(drift)} "
-                           f"difference{'' if len(drift) == 1 else 's'}): nothing was applied. "
-                           f"Press Plan again, check the new plan, and apply that.",
-                "rows": [{"entity": str(e), "key": c.key,
-                          "when planned": format_quota(c.key, c.before),
-                          "now": format_quota(c.key, c.after)} for e, c in drift[:2000]]}
-            st.rerun()
+            raise ConcurrentChange(
+                f"The quota set changed since this plan was made ({len(drift)} "
+                f"difference{'' if len(drift) == 1 else 's'}): nothing was applied. Press "
+                f"Plan again, check the new plan, and apply that.", drift=drift)
+
+    try:
+        check_plan_cluster({"cluster": {"cluster_id": ss.get("pl_cluster")}},
+                           backend.identity(), ctx.spec.location, "This plan")
         done = apply_changes(backend, plan.alterations, plan.base, actor=ctx.operator,
                              cluster=ctx.cluster_fields(), audit=ctx.audit, action="apply",
-                             extra={"via": "dashboard plan", "source": plan.source})
+                             extra={"via": "dashboard plan", "source": plan.source},
+                             precheck=unchanged_since_plan)
     except ConcurrentChange as exc:
-        ss["pl_conflict"] = {"message": str(exc), "rows": []}
+        ss["pl_conflict"] = {"message": str(exc), "rows": [
+            {"entity": str(e), "key": c.key, "when planned": format_quota(c.key, c.before),
+             "now": format_quota(c.key, c.after)}
+            for e, c in exc.context.get("drift", [])[:2000]]}
         st.rerun()
+    except OutcomeUnknown as exc:
+        registry().invalidate(ctx.spec)
+        st.warning(f"Outcome unknown: {exc} Press Plan again to see what the cluster holds "
+                   f"now.", icon=":material/help:")
+        st.stop()
     except QuotaError as exc:
         st.error(md(f"Not applied: {exc}"), icon=":material/block:")
         st.stop()

@@ -1,6 +1,15 @@
 """The audit log: every applied quota change, one JSON object per line, append-only.
 
 Who, when, on which cluster, which entity, what it held before and after (as read back).
+
+A change is recorded in two lines. The *intent* (``phase: "intent"``, ``outcome:
+"intent"``, ``after`` = what the writer means to write) is appended and fsync-ed before
+anything is sent; the *outcome* (``phase: "outcome"``, ``ref`` = the intent's id, ``outcome``
+``applied`` / ``refused`` / ``conflict`` / ``unknown`` / ``not sent``, ``after`` as read back)
+is appended after. A writer killed in between leaves an intent without an outcome, never a
+change without a record: :meth:`AuditLog.read` shows such an intent with the outcome
+``unknown`` and the note :data:`WRITER_STOPPED`. Logs written before hold one line per change
+(no ``phase``), which read as they are.
 Appends are durable and safe between processes: the file is opened with ``O_APPEND``, each
 record is written by a single ``write`` under an exclusive ``flock`` and then ``fsync``-ed.
 A torn last line (a crash mid-write) is skipped on reading and counted, never fatal.
@@ -15,7 +24,7 @@ import io
 import json
 import os
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -25,7 +34,7 @@ from .entities import Entity, entity_from_json
 from .keys import json_number
 from .errors import ConfigError
 
-__all__ = ["AuditRecord", "AuditLog", "records_csv", "records_jsonl", "new_record",
+__all__ = ["WRITER_STOPPED", "NOTHING_CHANGED", "merge_records", "outcome_record", "AuditRecord", "AuditLog", "records_csv", "records_jsonl", "new_record",
            "default_audit_path", "DEFAULT_AUDIT_PATH", "os_user", "cluster_fields"]
 
 #: Where every writer (the dashboard, the CLI's --alter / --import / apply) appends by
@@ -60,6 +69,12 @@ def cluster_fields(info: object, label: str | None = None) -> dict:
             "cluster_id": getattr(info, "cluster_id", None)}
 
 
+#: Outcomes of an attempt that changed nothing.
+NOTHING_CHANGED = ("refused", "not sent")
+#: How a reader shows an intent whose outcome line never came.
+WRITER_STOPPED = "outcome unknown (the writer stopped)"
+
+
 def _quotas(q: Mapping[str, float]) -> dict[str, float | int | str]:
     return {k: json_number(v) for k, v in sorted(q.items())}
 
@@ -83,6 +98,10 @@ class AuditRecord:
     outcome: str = "applied"
     note: str = ""
     extra: dict = field(default_factory=dict)
+    #: "intent", "outcome", or "" (a complete record, as every log before issue 16 holds).
+    phase: str = ""
+    #: For an outcome line: the id of its intent.
+    ref: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"),
@@ -100,8 +119,10 @@ class AuditRecord:
 def new_record(*, actor: str, cluster: Mapping[str, object], alteration: Alteration,
                before: Mapping[str, float], after: Mapping[str, float],
                action: str = "alter", outcome: str = "applied", note: str = "",
-               now: datetime | None = None, extra: Mapping | None = None) -> AuditRecord:
-    """Build a record for an applied ``alteration`` (``after`` as read back)."""
+               now: datetime | None = None, extra: Mapping | None = None,
+               phase: str = "") -> AuditRecord:
+    """Build a record for an applied ``alteration`` (``after`` as read back); with
+    ``phase="intent"``, the intent line written before sending (``after`` as meant)."""
     ts = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     return AuditRecord(
         id=uuid.uuid4().hex,
@@ -118,7 +139,39 @@ def new_record(*, actor: str, cluster: Mapping[str, object], alteration: Alterat
         outcome=outcome,
         note=note,
         extra=dict(extra or {}),
+        phase=phase,
     )
+
+
+def outcome_record(intent: AuditRecord, outcome: str, after: Mapping[str, float], *,
+                   note: str = "", now: datetime | None = None) -> AuditRecord:
+    """The line that closes ``intent``: what happened, and ``after`` as read back."""
+    ts = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return replace(intent, id=uuid.uuid4().hex,
+                   ts=ts.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                   outcome=outcome, after=_quotas(after), note=note, phase="outcome",
+                   ref=intent.id)
+
+
+def merge_records(raw: Iterable[AuditRecord]) -> list[AuditRecord]:
+    """One record per change, in the order the intents were written: an intent with its
+    outcome line folded in (its ``ts`` stays the intent's), an intent without one as
+    ``unknown`` with
+    :data:`WRITER_STOPPED`; records of older logs as they are."""
+    raw = list(raw)
+    outcomes = {r.ref: r for r in raw if r.phase == "outcome" and r.ref}
+    merged = []
+    for r in raw:
+        if r.phase == "outcome":
+            continue
+        if r.phase == "intent":
+            done = outcomes.get(r.id)
+            if done is None:
+                r = replace(r, outcome="unknown", note=WRITER_STOPPED)
+            else:
+                r = replace(r, outcome=done.outcome, after=done.after, note=done.note)
+        merged.append(r)
+    return merged
 
 
 class AuditLog:
@@ -145,7 +198,13 @@ class AuditLog:
         os.close(self._open())
 
     def append(self, record: AuditRecord) -> None:
-        line = (record.to_json() + "\n").encode("utf-8")
+        self.append_many([record])
+
+    def append_many(self, records: Iterable[AuditRecord]) -> None:
+        """Append the records in one ``write`` and one ``fsync``: durable when this returns."""
+        line = "".join(r.to_json() + "\n" for r in records).encode("utf-8")
+        if not line:
+            return
         fd = self._open()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -157,15 +216,24 @@ class AuditLog:
                         f.seek(size - 1)
                         if f.read(1) != b"\n":
                             line = b"\n" + line
-                os.write(fd, line)
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
                 os.fsync(fd)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
 
-    def read(self) -> list[AuditRecord]:
-        """Every record, oldest first ([] when the file does not exist yet)."""
+    def read(self, refused: bool = False) -> list[AuditRecord]:
+        """Every change, oldest first ([] when the file does not exist yet): intents merged
+        with their outcomes (:func:`merge_records`). Attempts that changed nothing (outcome
+        ``refused`` or ``not sent``) only with ``refused=True``."""
+        merged = merge_records(self.read_lines())
+        return merged if refused else [r for r in merged if r.outcome not in NOTHING_CHANGED]
+
+    def read_lines(self) -> list[AuditRecord]:
+        """Every line of the log as it is (intents and outcomes apart), oldest first."""
         self.skipped = 0
         try:
             data = self.path.read_text(encoding="utf-8", errors="replace")
@@ -206,10 +274,11 @@ def records_csv(records: Iterable[AuditRecord]) -> str:
     for r in records:
         cluster = r.cluster.get("cluster_id") or r.cluster.get("location") or ""
         w.writerow([r.ts, r.actor, cluster, r.entity_text, r.action, _ops_text(r.ops),
-                    _q_text(r.before), _q_text(r.after), r.outcome, r.note, r.id])
+                    _q_text(r.before), _q_text(r.after),
+                    WRITER_STOPPED if r.note == WRITER_STOPPED else r.outcome, r.note, r.id])
     return buf.getvalue()
 
 
 def records_jsonl(records: Iterable[AuditRecord]) -> str:
-    """The records as JSON lines, exactly as stored."""
+    """The records as JSON lines (one per change: an intent with its outcome folded in)."""
     return "".join(r.to_json() + "\n" for r in records)

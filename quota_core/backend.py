@@ -10,16 +10,19 @@ first, then the backend.
 """
 from __future__ import annotations
 
+import contextlib
+import math
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from .alterations import AlterOutcome, Alteration
 from .entities import Entity
 from .filters import EntityFilter
 from .validation import validate_alterations
 
-__all__ = ["QuotaBackend", "ClusterInfo", "QuotaSet", "checked_alter"]
+__all__ = ["QuotaBackend", "ClusterInfo", "QuotaSet", "WriteLease", "checked_alter"]
 
 #: What describe returns: every matching entity with its quotas.
 QuotaSet = dict[Entity, dict[str, float]]
@@ -33,6 +36,31 @@ class ClusterInfo:
     location: str
     cluster_id: str | None = None
     broker_count: int | None = None
+
+
+class WriteLease:
+    """The right to write, held around one guarded write (re-read, alter, read-back).
+
+    ``expires`` is the monotonic time the lease may be taken from this writer (``inf``: held
+    until released); :meth:`ensure` refuses to start a step that might outlast it."""
+
+    def __init__(self, holder: str, expires: float = math.inf) -> None:
+        self.holder = holder
+        self.expires = expires
+
+    def remaining(self) -> float:
+        return self.expires - time.monotonic()
+
+    def ensure(self, need_s: float) -> None:
+        """Raise :class:`~quota_core.errors.LeaseUnavailable` unless ``need_s`` seconds of
+        the lease are left (nothing is sent then)."""
+        from .errors import LeaseUnavailable
+
+        if self.remaining() < need_s:
+            raise LeaseUnavailable(
+                f"The write lease of {self.holder} has {max(0.0, self.remaining()):.1f} s left, "
+                f"less than the {need_s:g} s the change may take: nothing was sent. Apply "
+                f"again (a smaller change, or a longer QUOTA_LEASE_SECONDS).", holder=self.holder)
 
 
 class QuotaBackend(ABC):
@@ -63,6 +91,18 @@ class QuotaBackend(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @contextlib.contextmanager
+    def write_lease(self, holder: str, wait_s: float) -> Iterator[WriteLease]:
+        """Hold this store's one write lease (waiting up to ``wait_s``) around a guarded
+        write, so writers of this tool never interleave their re-read, alter and read-back.
+        Raises LeaseUnavailable when it cannot be taken. The base class has no other writers
+        to keep out (a store held in memory); the sandbox and Kafka backends override it."""
+        yield WriteLease(holder)
+
+    def identity(self) -> str | None:
+        """The id that binds a plan to this store (the cluster id)."""
+        return self.info().cluster_id
 
     def describe_entity(self, entity: Entity) -> dict[str, float]:
         """The quotas of exactly this entity ({} when it has none)."""

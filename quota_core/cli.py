@@ -261,18 +261,24 @@ def _parse_add(texts: list[str]) -> list[Op]:
 def _apply(backend: QuotaBackend, alterations: list[Alteration], loaded, args: argparse.Namespace,
            err: TextIO, action: str):
     """Through the one workflow (quota_core.workflow): guarded, read back, audited.
-    ``(outcome, ok)``: not ok when the audit log could not be written after applying."""
+    ``(outcome, ok)``: not ok when the audit log could not be written after applying, or a
+    read-back showed another writer's values (a conflict)."""
     from .audit import AuditLog, cluster_fields, default_audit_path, os_user
     from .workflow import apply_changes
 
     audit = AuditLog(args.audit_log or default_audit_path(os.environ))
     done = apply_changes(backend, alterations, loaded, actor=args.actor or os_user(),
                          cluster=cluster_fields(backend.info()), audit=audit, action=action,
-                         extra={"via": f"cli {action}"})
+                         extra={"via": f"cli {action}"},
+                         lease_wait_s=getattr(args, "timeout", None))
+    if done.conflicts:  # written, but the read-back shows another writer's values: exit 1
+        from .workflow import conflict_message
+
+        err.write(f"{PROG}: conflict: {conflict_message(done.conflicts)}\n")
     if done.audit_error is not None:
         err.write(f"{PROG}: {len(done.applied)} entity change(s) were applied, but the audit "
                   f"log could not be written: {done.audit_error}\n")
-    return done.outcome, done.audit_error is None
+    return done.outcome, done.audit_error is None and not done.conflicts
 
 
 def run_alter(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

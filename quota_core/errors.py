@@ -170,6 +170,26 @@ class UnreadableConfig(ConfigError, ParseError):
     unreadable ``--import`` file."""
 
 
+# -- the write path (issue 16: lease, read-back conflicts, bound plans) ----------------------
+class LeaseUnavailable(BackendError):
+    """The cluster's write lease could not be taken within the timeout: another writer holds
+    it (``holder`` names it), or this principal may not create or write it (``acl``).
+    Nothing was written."""
+
+
+class WriteConflict(BackendError):
+    """An applied change that the read-back does not show as this writer meant it: something
+    else wrote the entity meanwhile (``entities``: what each now holds)."""
+
+
+class PlanRefused(QuotaError):
+    """A plan that must not be applied here: made on another cluster, or its signature (HMAC
+    with the configured plan key) does not verify."""
+
+
+__all__ += ["LeaseUnavailable", "WriteConflict", "PlanRefused"]
+
+
 class Problem:
     """One validation problem: where it is (entity, key or field) and what to do."""
 

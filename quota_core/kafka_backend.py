@@ -829,7 +829,18 @@ class KafkaBackend(QuotaBackend):
             time.sleep(delay)
             delay = min(delay * 2, 0.25)
 
+    def write_lease(self, holder: str, wait_s: float):
+        """The cluster's write lease (:mod:`quota_core.kafka_lease`), with this backend's
+        connection settings."""
+        from .kafka_lease import kafka_write_lease
+
+        return kafka_write_lease(self.config.librdkafka_config() | {
+            "bootstrap.servers": self.bootstrap_servers}, holder, wait_s,
+            principal=self.config.principal())
+
     def info(self) -> ClusterInfo:
+        # The cluster id of the Metadata answer is DescribeCluster's (both read it from the
+        # broker's metadata image); Metadata is what every broker since 0.10 answers.
         response = self._call(lambda: MetadataRequest(topics=[]), "reading cluster metadata")
         return ClusterInfo("kafka", self.bootstrap_servers, response.cluster_id,
                            len(response.brokers))

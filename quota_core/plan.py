@@ -11,10 +11,18 @@ The plan document records the exact quota set it was computed against (the set i
 its canonical hash, :func:`quota_set_hash`), the alterations, and the hash of the set they
 lead to, so ``apply`` can refuse when the cluster moved since, and a plan file that was
 edited by hand is refused too.
+
+Those hashes catch accidents (a damaged or carelessly edited file), not tampering: anyone can
+recompute a sha256. With a plan key (``QUOTA_PLAN_KEY``, or ``[plan] key`` in the dashboard's
+secrets) a plan carries ``signature``, an HMAC-SHA256 over its canonical content
+(:func:`canonical_plan`), and :func:`verify_plan` refuses a plan whose signature does not
+verify. The plan also records the id of the cluster it was made on (``cluster.cluster_id``);
+:func:`check_plan_cluster` refuses it anywhere else.
 """
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -22,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 from .alterations import Alteration, Op, apply_ops, diff_alteration
 from .entities import Entity
-from .errors import AlterationError, ParseError, Problem, ValidationError
+from .errors import AlterationError, ParseError, PlanRefused, Problem, ValidationError
 from .impact import (ANY_OTHER, ClientChange, KeyChange, client_impact, clients_from_entries,
                      entity_diff, ip_impact)
 from .keys import NON_FINITE, json_number, same_value
@@ -30,7 +38,8 @@ from .serialization import QuotaFile, from_document, to_document
 from .validation import alteration_problems
 
 __all__ = ["PLAN_FORMAT", "EntityChange", "Plan", "PlanImpact", "quota_set_hash", "make_plan",
-           "plan_impact", "plan_document", "read_plan", "set_diff", "change_kind"]
+           "plan_impact", "plan_document", "read_plan", "set_diff", "change_kind", "plan_key",
+           "canonical_plan", "sign_plan", "verify_plan", "check_plan_cluster"]
 
 PLAN_FORMAT = "quota-console-plan/1"
 QuotaSet = Mapping[Entity, Mapping[str, float]]
@@ -302,3 +311,69 @@ def read_plan(doc: Any, source: str = "the plan") -> Plan:
     if len({c.entity for c in changes}) != len(changes):
         raise ParseError(f"{source}: an entity appears twice in its changes. {remake}")
     return plan
+
+
+# --------------------------------------------------------------------------- binding
+SIGNATURE_PREFIX = "hmac-sha256:"
+
+
+def plan_key(env: Mapping[str, str], secrets: Mapping | None = None) -> bytes | None:
+    """The key plans are signed with: ``QUOTA_PLAN_KEY``, else ``[plan] key`` in secrets."""
+    section = (secrets or {}).get("plan")
+    key = env.get("QUOTA_PLAN_KEY") or (section.get("key") if isinstance(section, Mapping)
+                                        else None)
+    return str(key).encode("utf-8") if key else None
+
+
+def canonical_plan(doc: Mapping) -> bytes:
+    """The plan's content as signed: every field but ``signature``, keys sorted, compact."""
+    return json.dumps({k: v for k, v in doc.items() if k != "signature"}, ensure_ascii=False,
+                      sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def _mac(doc: Mapping, key: bytes) -> str:
+    return SIGNATURE_PREFIX + hmac.new(key, canonical_plan(doc), hashlib.sha256).hexdigest()
+
+
+def sign_plan(doc: dict, key: bytes | None) -> dict:
+    """``doc`` with its ``signature`` (unchanged without a key)."""
+    if not key:
+        return doc
+    doc = json.loads(json.dumps(doc, ensure_ascii=False))  # as apply will read it back
+    doc["signature"] = _mac(doc, key)
+    return doc
+
+
+def verify_plan(doc: Mapping, key: bytes | None, source: str = "the plan") -> None:
+    """Refuse (PlanRefused) a plan whose signature does not verify with ``key``, a plan
+    without one when a key is configured, and a signed plan when no key is (it cannot be
+    checked here). Without a key and a signature there is nothing to check."""
+    stated = doc.get("signature")
+    if not key:
+        if stated:
+            raise PlanRefused(f"{source} is signed, but no plan key is configured here to check "
+                              f"it: set QUOTA_PLAN_KEY (the key `plan` signed it with).")
+        return
+    if not isinstance(stated, str) or not stated:
+        raise PlanRefused(f"{source} is not signed, and a plan key is configured "
+                          f"(QUOTA_PLAN_KEY): only signed plans are applied. Make it again "
+                          f"with `kafka-client-quotas plan ... --out {source}` and the key set.")
+    if not hmac.compare_digest(stated, _mac(doc, key)):
+        raise PlanRefused(f"{source}: its signature does not verify with the configured plan "
+                          f"key: the file was changed after `plan` wrote it (or signed with "
+                          f"another key). Nothing was applied. Make a new plan.")
+
+
+def check_plan_cluster(doc: Mapping, here: str | None, where: str,
+                       source: str = "the plan") -> None:
+    """Refuse (PlanRefused) a plan made on another cluster than ``here`` (its id), naming
+    both."""
+    cluster = doc.get("cluster") if isinstance(doc.get("cluster"), Mapping) else {}
+    made_on = cluster.get("cluster_id")
+    if made_on and here and made_on == here:
+        return
+    planned = (f"cluster {made_on} ({cluster.get('location') or 'location not recorded'})"
+               if made_on else "a cluster whose id it does not record")
+    raise PlanRefused(f"{source} was made on {planned}; this is cluster {here or 'without an id'} "
+                      f"({where}). Nothing was applied: make a plan against this cluster.",
+                      plan_cluster=made_on, cluster=here)

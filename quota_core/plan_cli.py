@@ -8,7 +8,9 @@ Examples::
 ``plan`` exit status (for CI, like ``terraform plan -detailed-exitcode``): 0 nothing to
 change, 2 changes pending, 1 anything went wrong, wrong flags included, so 2 always means
 "changes pending". ``apply`` exit status: 0 every change applied (or nothing to apply),
-1 refused (the quota set moved since the plan) or not all applied, 2 wrong flags.
+1 refused (the quota set moved since the plan, another cluster, a signature that does not
+verify, the write lease not free) or not all applied (a conflict included), 2 wrong flags,
+3 outcome unknown (sent, not confirmed).
 """
 from __future__ import annotations
 
@@ -67,9 +69,10 @@ def plan_parser() -> argparse.ArgumentParser:
 def apply_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"{PROG} apply", description="Apply a plan made by `plan --out`, exactly: "
-        "refused if the cluster's quota set changed in any way since. Every change is "
-        "recorded in the audit log. Exit 0: applied; 1: refused or not all applied; "
-        "2: wrong flags.",
+        "refused if the cluster's quota set changed in any way since, on another cluster, or "
+        "(with QUOTA_PLAN_KEY set) when its signature does not verify. Every change is "
+        "recorded in the audit log before it is sent. Exit 0: applied; 1: refused, a "
+        "conflict, or not all applied; 2: wrong flags; 3: outcome unknown.",
         epilog=f"Example: {PROG} apply plan.json --bootstrap-server 127.0.0.1:9092 "
                f"--actor jdoe")
     p.add_argument("plan_file", metavar="PLANFILE", help="a plan written by `plan --out`")
@@ -136,7 +139,7 @@ def _series(args: argparse.Namespace, err: TextIO) -> list | None:
 # --------------------------------------------------------------------------- plan
 def plan_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     """``plan FILE ...``: 0 nothing to change, 2 changes pending, 1 an error."""
-    from .plan import make_plan, plan_document, plan_impact
+    from .plan import make_plan, plan_document, plan_impact, plan_key, sign_plan
     from .serialization import format_of, read_quota_file
 
     try:
@@ -154,10 +157,10 @@ def plan_main(argv: list[str], out: TextIO, err: TextIO) -> int:
         series = _series(args, err)
         with open_backend_from(args) as backend:
             current = backend.describe()
-            cluster = cluster_fields(backend.info())
+            cluster = {**cluster_fields(backend.info()), "cluster_id": backend.identity()}
         plan = make_plan(current, desired, prune=args.prune)
         impact = plan_impact(plan, series)
-        doc = plan_document(plan, impact, cluster=cluster)
+        doc = sign_plan(plan_document(plan, impact, cluster=cluster), plan_key(os.environ))
         if args.out:
             _write_plan(Path(args.out), doc)
         if args.output == "json":
@@ -200,9 +203,23 @@ def _write_plan(path: Path, doc: dict) -> None:
 
 
 # --------------------------------------------------------------------------- apply
+class _Drift(Exception):
+    """The quota set moved since the plan (found under the write lease)."""
+
+    def __init__(self, drift: list) -> None:
+        super().__init__("drift")
+        self.drift = drift
+
+
+class _AlreadyApplied(Exception):
+    """The cluster already holds the set the plan leads to."""
+
+
 def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
-    """``apply PLANFILE ...``: 0 applied, 1 refused or not all applied, 2 wrong flags."""
-    from .plan import quota_set_hash, read_plan, set_diff
+    """``apply PLANFILE ...``: 0 applied, 1 refused or not all applied, 2 wrong flags,
+    3 outcome unknown."""
+    from .plan import (check_plan_cluster, plan_key, quota_set_hash, read_plan, set_diff,
+                       verify_plan)
     from .workflow import apply_changes
 
     try:
@@ -219,6 +236,7 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
             raise ParseError(f"{path} is not a plan file (not JSON: {exc}). Make one with "
                              f"`{PROG} plan FILE ... --out {path}`.") from None
         plan = read_plan(doc, str(path))
+        verify_plan(doc, plan_key(os.environ), str(path))
     except _Usage as exc:
         err.write(f"{prefix}: error: {exc}\n")
         return 2
@@ -227,42 +245,54 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
         return 1
     audit = AuditLog(args.audit_log or default_audit_path(os.environ))
     actor = args.actor or os_user()
+
+    def unchanged_since_plan(backend) -> None:  # under the write lease
+        current = backend.describe()
+        if plan.changes and quota_set_hash(current) == quota_set_hash(plan.after):
+            raise _AlreadyApplied()
+        if quota_set_hash(current) != plan.base_hash:
+            raise _Drift(set_diff(plan.base, current))
+
     try:
         with open_backend_from(args) as backend:
-            current = backend.describe()
-            if plan.changes and quota_set_hash(current) == quota_set_hash(plan.after):
-                err.write(f"Nothing to apply: the cluster already holds the quota set {path} "
-                          f"leads to (it was applied already).\n")
-                return 0
-            if quota_set_hash(current) != plan.base_hash:
-                drift = set_diff(plan.base, current)
-                err.write(f"{prefix}: refused: the quota set changed since {path} was made "
-                          f"({len(drift)} difference{'' if len(drift) == 1 else 's'}, "
-                          f"before → now); nothing was applied:\n")
-                for entity, change in drift[:50]:
-                    err.write(f"  {entity_text(entity, args.output)}: "
-                              f"{format_key_change(change.key, change.before, change.after)}\n")
-                if len(drift) > 50:
-                    err.write(f"  … and {len(drift) - 50} more\n")
-                err.write(f"Make a new plan ({PROG} plan FILE {_where_flags(args)} --out "
-                          f"{path}), check it, and apply that.\n")
-                return 1
+            check_plan_cluster(doc, backend.identity(), _location(args), str(path))
             if not plan.changes:
                 err.write(f"Nothing to apply: {path} has no changes.\n")
                 return 0
             done = apply_changes(backend, plan.alterations, plan.base, actor=actor,
                                  cluster=cluster_fields(backend.info()), audit=audit,
-                                 action="apply", extra={"via": "cli apply", "plan": str(path)})
+                                 action="apply", extra={"via": "cli apply", "plan": str(path)},
+                                 lease_wait_s=args.timeout, precheck=unchanged_since_plan)
+    except _AlreadyApplied:
+        err.write(f"Nothing to apply: the cluster already holds the quota set {path} "
+                  f"leads to (it was applied already).\n")
+        return 0
+    except _Drift as exc:
+        drift = exc.drift
+        err.write(f"{prefix}: refused: the quota set changed since {path} was made "
+                  f"({len(drift)} difference{'' if len(drift) == 1 else 's'}, "
+                  f"before → now); nothing was applied:\n")
+        for entity, change in drift[:50]:
+            err.write(f"  {entity_text(entity, args.output)}: "
+                      f"{format_key_change(change.key, change.before, change.after)}\n")
+        if len(drift) > 50:
+            err.write(f"  … and {len(drift) - 50} more\n")
+        err.write(f"Make a new plan ({PROG} plan FILE {_where_flags(args)} --out "
+                  f"{path}), check it, and apply that.\n")
+        return 1
     except ConcurrentChange as exc:
         err.write(f"{prefix}: refused: {exc}\n")
         return 1
-    except (OutcomeUnknown, ValidationError) as exc:
+    except OutcomeUnknown as exc:  # sent, answer lost: neither applied nor refused
+        err.write(f"{prefix}: {exc}\n")
+        return 3
+    except ValidationError as exc:
         err.write(f"{prefix}: {exc}\n")
         return 1
     except QuotaError as exc:
         err.write(f"{prefix}: {exc} Nothing was applied.\n"
                   if getattr(exc, "context", {}).get("phase") != "alter"
-                  else f"{prefix}: {exc}\n")
+                  and "othing was" not in str(exc) else f"{prefix}: {exc}\n")
         return 1
     return _report_apply(done, plan, args, audit, actor, out, err)
 
@@ -278,20 +308,28 @@ def _report_apply(done, plan, args, audit: AuditLog, actor: str, out: TextIO,
                          "audit_id": a.record.id} for a in done.applied],
             "refused": [{"entity": r.entity.as_dict(), "error": r.error,
                          "error_code": r.error_code} for r in done.refused],
+            "conflicts": [{"entity": a.alteration.entity.as_dict(), "now": a.after,
+                           "written": a.meant, "audit_id": a.record.id}
+                          for a in done.conflicts],
             "audit_error": None if done.audit_error is None else str(done.audit_error),
         }, ensure_ascii=False, indent=2) + "\n")
     else:
+        conflicted = {a.alteration.entity for a in done.conflicts}
         for c in plan.changes:
             name = entity_text(c.entity, fmt)
+            if c.entity in conflicted:
+                out.write(f"conflict {name}: written, but the read-back shows another "
+                          f"writer's values\n")
+                continue
             if c.entity in refused:
                 out.write(f"refused {name}: {refused[c.entity].error} (not applied)\n")
                 continue
             keys = "; ".join(format_key_change(k.key, k.before, k.after, fmt) for k in c.keys)
             out.write(f"applied {name}: {keys}\n")
-    unsettled = [a for a in done.applied if not a.settled]
-    if unsettled:
-        err.write(f"note: {len(unsettled)} change(s) did not show yet when read back (brokers "
-                  f"update their view shortly after an alter); describe them in a moment.\n")
+    if done.conflicts:
+        from .workflow import conflict_message
+
+        err.write(f"{PROG} apply: conflict: {conflict_message(done.conflicts)}\n")
     n, total = len(done.applied), len(plan.changes)
     if done.refused:
         err.write(f"{PROG} apply: applied {n} of {total} entity changes; {len(done.refused)} "

@@ -4,9 +4,16 @@ For trying changes without a cluster, for demos, and as the second implementatio
 the backend interface honest (the same tests run against it and a real broker). Several
 processes may write at once: each alter runs in one ``BEGIN IMMEDIATE`` transaction (WAL
 mode), so a request is applied whole or not at all, never interleaved with another.
+
+:meth:`SandboxBackend.write_lease` is the sandbox's write lease: one ``BEGIN IMMEDIATE``
+transaction held around a writer's re-read, alter and read-back (each alter inside it is a
+savepoint), committed on release. SQLite admits one such transaction per file, and a killed
+writer's lock goes with its process, so nobody waits for a dead one.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import socket
 import sqlite3
@@ -16,12 +23,12 @@ import time
 import uuid
 from pathlib import Path
 from urllib.parse import quote
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from .alterations import AlterOutcome, Alteration, EntityResult
-from .backend import ClusterInfo, QuotaBackend, QuotaSet
+from .backend import ClusterInfo, QuotaBackend, QuotaSet, WriteLease
 from .entities import Entity, entity_from_json, entity_to_json
-from .errors import ConnectionFailed, QuotaError
+from .errors import ConnectionFailed, LeaseUnavailable, QuotaError
 from .keys import QUOTA_KEYS
 from .filters import EntityFilter, filter_quotas
 from .limits import MAX_RECORDS_PER_REQUEST, POLICY_VIOLATION_MESSAGE, request_batches
@@ -137,7 +144,9 @@ class SandboxBackend(QuotaBackend):
     def __init__(self, path: str | Path, resolvable=host_resolves) -> None:
         self.path = Path(path)
         self._resolvable = resolvable
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        #: True while :meth:`write_lease` holds the file's write transaction.
+        self._leased = False
         self._cache: tuple[int, QuotaSet] | None = None
         self._reader: sqlite3.Connection | None = None
         self._writer: sqlite3.Connection | None = None
@@ -274,6 +283,9 @@ class SandboxBackend(QuotaBackend):
             self._conn.execute("BEGIN IMMEDIATE")
             return
         self._conn = self._open_writer()
+        if self._leased:  # inside write_lease's transaction: a savepoint of it
+            self._conn.execute("SAVEPOINT alter_")
+            return
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             problem = _not_a_sandbox(self._conn, _tables(self._conn))  # checked under the lock
@@ -333,15 +345,92 @@ class SandboxBackend(QuotaBackend):
                     _migrate_legacy_keys(self._conn)
                     for request in requests:
                         results.update(self._request(request, validate_only))
-                    self._conn.execute("COMMIT")
+                    self._end(commit=True)
                 except BaseException:
-                    self._conn.execute("ROLLBACK")
+                    self._end(commit=False)
                     raise
             except sqlite3.Error as exc:
                 raise ConnectionFailed(f"Cannot write the sandbox store {self.path}: {exc}",
                                        path=str(self.path)) from exc
             self._cache = None  # our own commits do not change PRAGMA data_version
         return AlterOutcome(tuple(results.values()), validate_only)
+
+    def _end(self, commit: bool) -> None:
+        """End :meth:`_begin`'s transaction (or, under the write lease, its savepoint)."""
+        leased = self._leased and self._conn is self._writer
+        if commit:
+            self._conn.execute("RELEASE alter_" if leased else "COMMIT")
+        elif leased:
+            self._conn.execute("ROLLBACK TO alter_")
+            self._conn.execute("RELEASE alter_")
+        else:
+            self._conn.execute("ROLLBACK")
+
+    @property
+    def _holder_path(self) -> Path:
+        return self.path.with_name(self.path.name + "-lease")
+
+    @contextlib.contextmanager
+    def write_lease(self, holder: str, wait_s: float) -> Iterator[WriteLease]:
+        """The file's write transaction, held (``BEGIN IMMEDIATE``, waiting up to ``wait_s``)
+        until the block ends: committed then, rolled back if it raises. Who holds it is
+        written beside the file (``PATH-lease``) so a writer that waits can name them."""
+        with self._lock:
+            if self._leased:
+                raise LeaseUnavailable("This sandbox connection already holds its write lease.")
+            conn = self._open_writer()
+            conn.execute(f"PRAGMA busy_timeout={max(1, int(wait_s * 1000))}")
+            try:
+                self._begin(validate_only=False)
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise ConnectionFailed(f"Cannot write the sandbox store {self.path}: "
+                                           f"{exc}", path=str(self.path)) from exc
+                raise LeaseUnavailable(
+                    f"The sandbox {self.path} is being written by {self._holder_text()} and "
+                    f"was not free within {wait_s:g} s: nothing was written. Try again when "
+                    f"that writer is done (--timeout waits longer).", holder=self._holder_text()
+                ) from None
+            finally:
+                conn.execute("PRAGMA busy_timeout=30000")
+            self._leased = True
+            try:
+                _migrate_legacy_keys(conn)
+                with contextlib.suppress(OSError):
+                    self._holder_path.write_text(json.dumps(
+                        {"holder": holder, "host": socket.gethostname(), "pid": os.getpid(),
+                         "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+                self._cache = None
+                yield WriteLease(holder)
+            except BaseException:
+                self._leased = False
+                self._holder_path.unlink(missing_ok=True)
+                conn.execute("ROLLBACK")
+                self._cache = None
+                raise
+            self._leased = False
+            self._holder_path.unlink(missing_ok=True)  # before COMMIT: the next holder's stays
+            conn.execute("COMMIT")
+            self._cache = None
+
+    def _holder_text(self) -> str:
+        try:
+            h = json.loads(self._holder_path.read_text())
+            return f"{h['holder']} (pid {h['pid']} on {h['host']}, since {h['since']})"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "another writer"
+
+    def identity(self) -> str | None:
+        """The sandbox's id, made now (in the file) for an older file that lacks one; None
+        for a file that does not exist yet or cannot be written."""
+        cluster_id = self.info().cluster_id
+        if cluster_id is None and self._read_conn() is not None:
+            try:
+                self.init()
+            except QuotaError:
+                return None
+            cluster_id = self.info().cluster_id
+        return cluster_id
 
     def _request(self, request: Sequence[Alteration],
                  validate_only: bool) -> dict[Entity, EntityResult]:

@@ -3,31 +3,31 @@
 Every writer goes through here (the Edit page, the CLI's alter and import, plan/apply), so
 all of them validate the same way, refuse the same concurrent changes and write the same
 audit log. :func:`preview` is ``checked_alter(validate_only=True)`` plus the diff and the
-client impact; :func:`apply_change` re-reads the entity, refuses with
-:class:`~quota_core.errors.ConcurrentChange` if it moved since the form was loaded, applies,
-reads the result back, and appends the audit record. :func:`apply_changes` is the same for
-several entities at once (the CLI's alter / import, plan apply): one read, one request with a
-result per entity, one read-back, one audit record per applied entity.
+client impact; :func:`apply_changes` (one entity: :func:`apply_change`) takes the store's
+write lease, re-reads the entities, refuses with :class:`~quota_core.errors.ConcurrentChange`
+if any moved since it was loaded, writes and fsyncs the audit intents, applies in one request,
+reads the result back, releases the lease and appends one outcome line per entity. A read-back
+that is not what this writer wrote is a conflict, never "applied".
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from .alterations import AlterOutcome, Alteration, EntityResult, apply_ops
-from .audit import AuditLog, AuditRecord, new_record
+from .audit import AuditLog, AuditRecord, new_record, outcome_record
 from .backend import QuotaBackend, checked_alter
 from .entities import Entity
 from .validation import validate_alterations
-from .errors import BackendError, ConcurrentChange, OutcomeUnknown, QuotaError
-from .keys import same_value
+from .errors import BackendError, ConcurrentChange, OutcomeUnknown, QuotaError, WriteConflict
+from .keys import json_number, same_value
 from .live import TrafficChange, traffic_impact
 from .impact import (ClientChange, KeyChange, apply_alteration, client_impact,
                                entity_diff, ensure_unchanged, ip_impact)
 
 __all__ = ["Preview", "Applied", "AppliedSet", "preview", "apply_change", "apply_changes",
-           "read_back", "read_back_set"]
+           "conflict_message", "read_back", "read_back_set"]
 
 
 @dataclass(frozen=True)
@@ -54,23 +54,29 @@ class Applied:
     before: dict[str, float]
     after: dict[str, float]
     record: AuditRecord
+    #: The read-back shows exactly what this writer wrote.
     settled: bool
+    #: What this writer wrote (``after`` is what the read-back showed).
+    meant: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class AppliedSet:
     """What :func:`apply_changes` did: the backend's answer per entity, the entities applied
-    (read back and audited), the ones refused (nothing changed there), and an audit-log
-    failure after applying (the changes stand, their records are missing)."""
+    (read back as written, and audited), the ones refused (nothing changed there), the
+    conflicts (written, but the read-back shows other values: another writer), and an
+    audit-log failure after applying (the changes stand, their outcome lines are missing;
+    their intents were written before)."""
 
     outcome: AlterOutcome
     applied: list[Applied]
     refused: list[EntityResult]
     audit_error: QuotaError | None = None
+    conflicts: list[Applied] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.refused and self.audit_error is None
+        return not self.refused and not self.conflicts and self.audit_error is None
 
 
 def preview(backend: QuotaBackend, quotas: Mapping, alteration: Alteration,
@@ -132,115 +138,162 @@ def read_back(backend: QuotaBackend, alteration: Alteration, expected: Mapping[s
 def apply_change(backend: QuotaBackend, alteration: Alteration,
                  loaded_before: Mapping[str, float], *, actor: str,
                  cluster: Mapping[str, object], audit: AuditLog,
-                 action: str = "alter") -> Applied:
+                 action: str = "alter", lease_wait_s: float | None = None) -> Applied:
     """Apply ``alteration`` if the entity still holds ``loaded_before``.
 
     Raises ConcurrentChange (nothing applied), AlterationError (client-side validation),
-    or BackendError (the broker refused: its reason is the message); ConfigError when the
-    audit log cannot be written (checked before applying)."""
+    BackendError (the broker refused: its reason is the message), LeaseUnavailable (another
+    writer holds the lease: nothing applied), WriteConflict (applied, but the read-back shows
+    something else: another writer), OutcomeUnknown; ConfigError when the audit log cannot be
+    written (checked before applying)."""
     done = apply_changes(backend, [alteration], {alteration.entity: loaded_before},
-                         actor=actor, cluster=cluster, audit=audit, action=action)
+                         actor=actor, cluster=cluster, audit=audit, action=action,
+                         lease_wait_s=lease_wait_s)
     if done.refused:
         result = done.refused[0]
         raise BackendError(f"The cluster refused the change to {alteration.entity.display()}: "
                            f"{result.error}" + (f" ({result.error_code})"
                                                 if result.error_code else ""))
+    if done.conflicts:
+        raise WriteConflict(conflict_message(done.conflicts), entities=done.conflicts)
     if done.audit_error is not None:
         raise done.audit_error
     return done.applied[0]
 
 
-def _audit_unknown(exc: OutcomeUnknown, alterations: Sequence[Alteration],
-                   current: Mapping[Entity, Mapping[str, float]], *, actor: str,
-                   cluster: Mapping[str, object], audit: AuditLog, action: str,
-                   extra: Mapping | None) -> None:
-    """Audit what may have changed after a lost answer: entities a describe showed applied
-    (outcome "applied"), and entities sent without an answer (outcome "unknown", ``after``
-    = what was asked for). Never fails: the OutcomeUnknown is what the caller must see."""
-    first: dict[Entity, Alteration] = {}
-    for a in alterations:
-        first.setdefault(a.entity, a)
-    applied = [r.entity for r in (exc.outcome.results if exc.outcome is not None else ())
-               if r.ok]
-    rows = [(e, "applied", "the answer was lost; a describe showed the change")
-            for e in applied] + [(e, "unknown", f"outcome unknown: {exc}; 'after' is what was "
-                                  f"asked for") for e in exc.unknown]
-    for entity, outcome, note in rows:
-        if entity not in first:
-            continue
-        a = first[entity]
-        try:
-            audit.append(new_record(actor=actor, cluster=cluster, alteration=a,
-                                    before=current.get(entity, {}),
-                                    after=apply_ops(current.get(entity, {}), a.ops),
-                                    action=action, outcome=outcome, note=note, extra=extra))
-        except QuotaError:
-            return
+def conflict_message(conflicts: Sequence[Applied]) -> str:
+    """One sentence per entity whose read-back is not what this writer wrote."""
+    def q(quotas: Mapping[str, float]) -> str:
+        return "{" + ", ".join(f"{k}={json_number(v)}" for k, v in sorted(quotas.items())) + "}"
+
+    return " ".join(
+        f"{a.alteration.entity.display()} was written, but it now holds {q(a.after)}, not the "
+        f"{q(a.meant)} this change wrote: another writer changed it meanwhile." for a in conflicts
+    ) + " Read it again and decide which values it should hold."
+
+
+def _outcomes_unknown(exc: BaseException, intents: Mapping[Entity, AuditRecord],
+                      current: Mapping[Entity, Mapping[str, float]],
+                      meant: Mapping[Entity, Mapping[str, float]]) -> list[AuditRecord]:
+    """The outcome lines after a lost answer (OutcomeUnknown: per entity what is known) or a
+    request that failed as a whole (every entity unknown)."""
+    results = {r.entity: r for r in (exc.outcome.results if isinstance(exc, OutcomeUnknown)
+                                     and exc.outcome is not None else ())}
+    not_sent = set(exc.not_sent) if isinstance(exc, OutcomeUnknown) else set()
+    rows = []
+    for entity, intent in intents.items():
+        r = results.get(entity)
+        if r is not None and r.ok:
+            rows.append(outcome_record(intent, "applied", meant[entity],
+                                       note="the answer was lost; a describe showed the change"))
+        elif r is not None:
+            rows.append(outcome_record(intent, "refused", current[entity], note=str(r.error)))
+        elif entity in not_sent:
+            rows.append(outcome_record(intent, "not sent", current[entity],
+                                       note="not sent (not applied)"))
+        else:
+            rows.append(outcome_record(intent, "unknown", meant[entity],
+                                       note=f"outcome unknown: {exc}; 'after' is what was "
+                                            f"asked for"))
+    return rows
+
+
+def _append_quietly(audit: AuditLog, records: Sequence[AuditRecord]) -> QuotaError | None:
+    try:
+        audit.append_many(records)
+    except QuotaError as exc:
+        return exc
+    return None
 
 
 def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
                   loaded: Mapping[Entity, Mapping[str, float]], *, actor: str,
                   cluster: Mapping[str, object], audit: AuditLog, action: str = "alter",
-                  extra: Mapping | None = None) -> AppliedSet:
+                  extra: Mapping | None = None, lease_wait_s: float | None = None,
+                  precheck: Callable[[QuotaBackend], None] | None = None) -> AppliedSet:
     """Apply each alteration if its entity still holds what ``loaded`` says (an entity
-    missing from ``loaded`` must not exist), in one request; each entity is all-or-nothing.
+    missing from ``loaded`` must not exist); each entity is all-or-nothing.
 
-    Before anything is sent: the audit log must be writable (ConfigError), every entity must
-    be unchanged (ConcurrentChange listing each one that moved; nothing applied), and every
-    alteration must pass client-side validation (AlterationError). Then each entity applied
-    is read back and gets one audit record (``action``; ``"delete"`` for an ``"alter"``
-    that empties the entity). A request that fails as a whole raises BackendError."""
+    One guarded step, under the store's write lease (:meth:`QuotaBackend.write_lease`,
+    waited for up to ``lease_wait_s``, default the backend's timeout): ``precheck`` (e.g. a
+    plan's whole-set check), the re-read of every entity (ConcurrentChange listing each one
+    that moved; nothing applied), the intent lines fsync-ed to the audit log, the alter, and
+    the read-back. Then one outcome line per entity. An entity whose read-back is not what
+    this writer wrote is a conflict (:attr:`AppliedSet.conflicts`). Before anything is sent the
+    audit log must be writable (ConfigError) and the alterations valid (AlterationError). A
+    request that fails as a whole raises BackendError; a lost answer OutcomeUnknown."""
     audit.ensure_writable()
-    current = _read_entities(backend, [a.entity for a in alterations])
-    conflicts: list[ConcurrentChange] = []
-    for a in alterations:
-        try:
-            ensure_unchanged(a.entity, loaded.get(a.entity, {}), current[a.entity])
-        except ConcurrentChange as exc:
-            conflicts.append(exc)
-    if len(conflicts) == 1:
-        raise conflicts[0]
-    if conflicts:
-        raise ConcurrentChange(
-            f"{len(conflicts)} entities changed since they were read; nothing was applied: "
-            + " ".join(c.context["entity"].display() + ": " + "; ".join(
-                k.describe() for k in c.context["changes"]) + "." for c in conflicts)
-            + " Read them again and make the change again.",
-            conflicts=conflicts, changes=[k for c in conflicts for k in c.context["changes"]])
     validate_alterations(alterations)
-    try:
-        outcome = backend.alter(alterations)
-    except OutcomeUnknown as exc:  # says itself what is known, unknown and not sent
-        _audit_unknown(exc, alterations, current, actor=actor, cluster=cluster, audit=audit,
-                       action=action, extra=extra)
-        raise
-    except BackendError as exc:
-        n = len(alterations)
-        raise BackendError(
-            f"The request to apply {n} entity change{'' if n == 1 else 's'} failed: {exc} "
-            f"Whether {'it was' if n == 1 else 'they were'} applied is not known: describe "
-            f"the entit{'y' if n == 1 else 'ies'} (or plan again) to see.",
-            phase="alter") from exc
-    ok = [a for a in alterations if outcome.for_entity(a.entity).ok]
-    expected = {a.entity: apply_ops(current[a.entity], a.ops) for a in ok}
-    note = "read-back did not show the change yet"
-    try:
-        got, settled = read_back_set(backend, expected) if ok else ({}, {})
-    except QuotaError as exc:  # applied, but not readable now: record what was sent
-        got, settled = {e: dict(q) for e, q in expected.items()}, {e: False for e in expected}
-        note = f"could not read back ({exc}); 'after' is what was sent"
-    applied: list[Applied] = []
-    audit_error: QuotaError | None = None
-    for a in ok:
-        act = "delete" if action == "alter" and not expected[a.entity] else action
-        record = new_record(actor=actor, cluster=cluster, alteration=a,
-                            before=current[a.entity], after=got[a.entity], action=act,
-                            note="" if settled[a.entity] else note, extra=extra)
-        if audit_error is None:
+    wait_s = lease_wait_s if lease_wait_s is not None else float(
+        getattr(backend, "timeout_s", 10.0))
+    first: dict[Entity, Alteration] = {}
+    for a in alterations:
+        first.setdefault(a.entity, a)
+    with backend.write_lease(actor, wait_s) as lease:
+        if precheck is not None:
+            precheck(backend)
+        current = _read_entities(backend, list(first))
+        conflicts: list[ConcurrentChange] = []
+        for a in alterations:
             try:
-                audit.append(record)
-            except QuotaError as exc:
-                audit_error = exc
-        applied.append(Applied(a, dict(current[a.entity]), got[a.entity], record,
-                               settled[a.entity]))
-    return AppliedSet(outcome, applied, list(outcome.failed), audit_error)
+                ensure_unchanged(a.entity, loaded.get(a.entity, {}), current[a.entity])
+            except ConcurrentChange as exc:
+                conflicts.append(exc)
+        if len(conflicts) == 1:
+            raise conflicts[0]
+        if conflicts:
+            raise ConcurrentChange(
+                f"{len(conflicts)} entities changed since they were read; nothing was applied: "
+                + " ".join(c.context["entity"].display() + ": " + "; ".join(
+                    k.describe() for k in c.context["changes"]) + "." for c in conflicts)
+                + " Read them again and make the change again.",
+                conflicts=conflicts, changes=[k for c in conflicts for k in c.context["changes"]])
+        meant = {e: apply_ops(current[e], a.ops) for e, a in first.items()}
+        intents = {e: new_record(actor=actor, cluster=cluster, alteration=a,
+                                 before=current[e], after=meant[e],
+                                 action="delete" if action == "alter" and not meant[e]
+                                 else action, outcome="intent", extra=extra, phase="intent")
+                   for e, a in first.items()}
+        audit.append_many(list(intents.values()))  # durable before anything is sent
+        # the alter and its read-back must end while the lease is held
+        lease.ensure(min(float(getattr(backend, "timeout_s", 10.0)), 20.0) + 10.0)
+        try:
+            outcome = backend.alter(alterations)
+        except OutcomeUnknown as exc:  # says itself what is known, unknown and not sent
+            _append_quietly(audit, _outcomes_unknown(exc, intents, current, meant))
+            raise
+        except BackendError as exc:
+            _append_quietly(audit, _outcomes_unknown(exc, intents, current, meant))
+            n = len(alterations)
+            raise BackendError(
+                f"The request to apply {n} entity change{'' if n == 1 else 's'} failed: {exc} "
+                f"Whether {'it was' if n == 1 else 'they were'} applied is not known: describe "
+                f"the entit{'y' if n == 1 else 'ies'} (or plan again) to see.",
+                phase="alter") from exc
+        ok = [a for a in first.values() if outcome.for_entity(a.entity).ok]
+        expected = {a.entity: meant[a.entity] for a in ok}
+        unreadable = ""
+        try:
+            got, settled = read_back_set(backend, expected) if ok else ({}, {})
+        except QuotaError as exc:  # applied, but not readable now: record what was sent
+            got, settled = {e: dict(q) for e, q in expected.items()}, {e: True for e in expected}
+            unreadable = f"could not read back ({exc}); 'after' is what was sent"
+    rows: list[AuditRecord] = []
+    applied: list[Applied] = []
+    for a in ok:
+        e = a.entity
+        if settled[e]:
+            row = outcome_record(intents[e], "applied", got[e], note=unreadable)
+        else:
+            row = outcome_record(intents[e], "conflict", got[e], note=(
+                "the read-back shows other values than this change wrote: another writer "
+                "changed the entity meanwhile"))
+        rows.append(row)
+        applied.append(Applied(a, dict(current[e]), got[e], row, settled[e], meant[e]))
+    for r in outcome.failed:
+        if r.entity in intents:
+            rows.append(outcome_record(intents[r.entity], "refused", current[r.entity],
+                                       note=str(r.error)))
+    audit_error = _append_quietly(audit, rows)
+    return AppliedSet(outcome, [a for a in applied if a.settled], list(outcome.failed),
+                      audit_error, [a for a in applied if not a.settled])

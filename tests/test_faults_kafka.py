@@ -280,7 +280,11 @@ def test_the_cli_exits_3_when_the_outcome_is_unknown(mortal_broker, monkeypatch,
     assert "kafka-client-quotas: {user=cli-killed}: outcome unknown (sent, no answer)" in err
     assert "Outcome unknown: the connection to the Kafka cluster at " in err
     assert "No answer" not in err and "was refused" not in err
-    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    # One change: its intent (written before sending) and its outcome line, read as one.
+    from quota_core.audit import AuditLog
+
+    records = [{"entity": r.entity, "outcome": r.outcome}
+               for r in AuditLog(tmp_path / "audit.jsonl").read()]
     assert [(r["entity"], r["outcome"]) for r in records] == [({"user": "cli-killed"},
                                                               "unknown")]
     truth = _truth(broker, [Entity.of(user="cli-killed")])[Entity.of(user="cli-killed")]

@@ -1,0 +1,252 @@
+"""The write lease of a Kafka cluster: one writer of this tool at a time, on any host.
+
+Kafka has no compare-and-set for client quotas, so the writers of this tool serialise
+themselves through the cluster. The lease is an *open transaction* on the single partition
+of the topic :data:`LEASE_TOPIC`:
+
+1. a writer starts a transaction (its own ``transactional.id``) and writes one record to the
+   partition, its ticket: who it is, on which host, since when; the ticket's offset is ``T``;
+2. it holds the lease when the partition's last stable offset (LSO: ``ListOffsets`` with
+   ``read_committed``) equals ``T``. The LSO is the first offset of the oldest transaction
+   still open, so it equals ``T`` exactly when every ticket written before ``T`` is committed
+   or aborted and this writer's own transaction is the oldest open one. Only one transaction
+   can be the oldest: that is the mutual exclusion, decided by the partition leader's log
+   order, with no clocks involved;
+3. it releases the lease by aborting its transaction (the LSO moves to the next ticket).
+
+Expiry is Kafka's own: a transaction open longer than ``transaction.timeout.ms`` (here the
+wait plus :data:`HOLD_S`) is aborted by the transaction coordinator (it checks every
+``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s by default), so a killed
+writer blocks the others for at most that long. A live holder stops itself before its
+transaction's deadline (:class:`~quota_core.backend.WriteLease.ensure`): the deadline is counted
+from before the ticket was sent, so it is never later than the coordinator's. A waiting writer
+that gives up aborts its ticket and names the holder (the ticket at the LSO).
+
+Why not ``init_transactions`` fencing alone: fencing *pre-empts* the previous holder of a
+``transactional.id``; it does not make the next one wait, so two writers would both go ahead.
+Why not a compacted topic replayed from the start: compaction and retention drop the records
+that decided who held it, and a replay could then disagree with what the holder saw.
+The ACLs a writer needs: see the README ("The write lease").
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from typing import Iterator, Mapping
+
+from .backend import WriteLease
+from .errors import ConnectionFailed, LeaseUnavailable
+
+__all__ = ["LEASE_TOPIC", "HOLD_S", "kafka_write_lease", "lease_holder", "break_lease"]
+
+LEASE_TOPIC = "__quota_console_lease"
+#: How long a holder may keep the lease once it has it (``QUOTA_LEASE_SECONDS`` overrides).
+HOLD_S = 60.0
+_TICKETS_KEPT_MS = 7 * 24 * 3600 * 1000
+_MAX_TXN_S = 900.0
+#: librdkafka's log lines (e.g. "coordinator load in progress: retrying") go here, not stderr.
+_rdkafka_log = logging.getLogger(__name__ + ".rdkafka")
+_rdkafka_log.addHandler(logging.NullHandler())
+
+
+def hold_seconds(env: Mapping[str, str] = os.environ) -> float:
+    try:
+        value = float(env.get("QUOTA_LEASE_SECONDS", HOLD_S))
+    except ValueError:
+        return HOLD_S
+    return value if 1 <= value <= 800 else HOLD_S
+
+
+def _kafka_error(exc: BaseException):
+    err = exc.args[0] if getattr(exc, "args", None) else None
+    return err if hasattr(err, "code") else None
+
+
+def _refusal(exc: BaseException, principal: str | None) -> LeaseUnavailable | None:
+    """A LeaseUnavailable naming the missing ACL, for an authorisation error; else None."""
+    err = _kafka_error(exc)
+    if err is None:
+        return None
+    from confluent_kafka import KafkaError
+
+    who = f"User:{principal}" if principal else "User:<principal>"
+    acls = {
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: (
+            "Write and Describe on the transactional ids quota-console-lease-* ",
+            "--operation Write --operation Describe --transactional-id quota-console-lease- "
+            "--resource-pattern-type prefixed"),
+        KafkaError.TOPIC_AUTHORIZATION_FAILED: (
+            f"Create, Write, Read and Describe on the topic {LEASE_TOPIC} ",
+            f"--operation Create --operation Write --operation Read --operation Describe "
+            f"--topic {LEASE_TOPIC}"),
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED: (
+            f"Create on the cluster (or a topic {LEASE_TOPIC} made by an admin) ",
+            "--operation Create --cluster"),
+    }
+    if err.code() not in acls:
+        return None
+    what, flags = acls[err.code()]
+    return LeaseUnavailable(
+        f"Cannot take the write lease: {who} lacks {what}({err.name()}). Nothing was written. "
+        f"Grant it with kafka-acls.sh --add --allow-principal {who} {flags}", acl=what.strip())
+
+
+def _ensure_topic(admin, wait_s: float) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    meta = admin.list_topics(topic=LEASE_TOPIC, timeout=wait_s)
+    topic = meta.topics.get(LEASE_TOPIC)
+    if topic is not None and topic.error is None and topic.partitions:
+        return
+    new = NewTopic(LEASE_TOPIC, num_partitions=1, config={
+        "cleanup.policy": "delete", "retention.ms": str(_TICKETS_KEPT_MS)})
+    try:
+        admin.create_topics([new], operation_timeout=wait_s)[LEASE_TOPIC].result(wait_s)
+    except KafkaException as exc:
+        err = _kafka_error(exc)
+        if err is None or err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+def _lso(admin, wait_s: float, committed: bool = True) -> int:
+    """The partition's last stable offset (or, ``committed=False``, its high watermark)."""
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    tp = TopicPartition(LEASE_TOPIC, 0)
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    result = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level,
+                                request_timeout=wait_s)
+    return result[tp].result(wait_s).offset
+
+
+def lease_holder(conf: Mapping[str, object], offset: int | None = None,
+                 wait_s: float = 5.0) -> dict | None:
+    """The ticket at ``offset`` (default: the LSO, i.e. the holder's), or None."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    if offset is None:
+        admin = AdminClient(dict(conf), logger=_rdkafka_log)
+        offset = _lso(admin, wait_s)
+        if offset >= _lso(admin, wait_s, committed=False):
+            return None  # no transaction open: nobody holds it
+    consumer = Consumer({**conf, "group.id": f"quota-console-lease-{uuid.uuid4().hex}",
+                         "isolation.level": "read_uncommitted", "enable.auto.commit": False},
+                        logger=_rdkafka_log)
+    try:
+        consumer.assign([TopicPartition(LEASE_TOPIC, 0, offset)])
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            if msg.offset() != offset:
+                return None
+            try:
+                return json.loads(msg.value())
+            except (TypeError, ValueError):
+                return None
+        return None
+    finally:
+        consumer.close()
+
+
+def _holder_text(ticket: dict | None) -> str:
+    if not ticket:
+        return "another writer (its ticket could not be read)"
+    return (f"{ticket.get('holder')} (pid {ticket.get('pid')} on {ticket.get('host')}, since "
+            f"{ticket.get('since')})")
+
+
+def break_lease(conf: Mapping[str, object], wait_s: float = 10.0) -> dict | None:
+    """Abort the transaction of the writer that holds the lease now (a dead one: check that
+    first), by starting one with its ``transactional.id``; returns its ticket."""
+    from confluent_kafka import Producer
+
+    ticket = lease_holder(conf, wait_s=wait_s)
+    if not ticket or not ticket.get("tid"):
+        return ticket
+    fence = Producer({**conf, "transactional.id": ticket["tid"]}, logger=_rdkafka_log)
+    fence.init_transactions(wait_s)  # aborts the open transaction of that id
+    return ticket
+
+
+@contextlib.contextmanager
+def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
+                      principal: str | None = None,
+                      hold_s: float | None = None) -> Iterator[WriteLease]:
+    """Hold the cluster's write lease (see the module docstring), waiting up to ``wait_s``."""
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka.admin import AdminClient
+
+    hold = hold_s if hold_s is not None else hold_seconds()
+    # A broker refuses a transaction timeout over transaction.max.timeout.ms (15 min default).
+    txn_s = min(wait_s + hold, _MAX_TXN_S)
+    conf = {k: v for k, v in conf.items() if k != "client.id"}
+    deadline = time.monotonic() + wait_s
+    tid = f"quota-console-lease-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({**conf, "client.id": "quota-console-lease"}, logger=_rdkafka_log)
+    producer = None
+    started = False
+    try:
+        _ensure_topic(admin, wait_s)
+        producer = Producer({**conf, "client.id": "quota-console-lease",
+                             "transactional.id": tid, "linger.ms": 0,
+                             "transaction.timeout.ms": int(txn_s * 1000)},
+                            logger=_rdkafka_log)
+        producer.init_transactions(max(0.5, deadline - time.monotonic()))
+        producer.begin_transaction()
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        t0 = time.monotonic()  # before the ticket leaves: never later than the coordinator's
+        started = True
+        sent: dict = {}
+        producer.produce(LEASE_TOPIC, partition=0, key=b"lease", value=json.dumps({
+            "holder": holder, "host": socket.gethostname(), "pid": os.getpid(),
+            "since": since, "tid": tid}).encode("utf-8"),
+            on_delivery=lambda err, msg: sent.update(err=err, offset=msg.offset()))
+        producer.flush(max(0.5, deadline - time.monotonic()))
+        if sent.get("err") is not None or "offset" not in sent:
+            raise KafkaException(sent.get("err")) if sent.get("err") else ConnectionFailed(
+                f"The write lease's ticket was not written to {LEASE_TOPIC} within {wait_s:g} "
+                f"s: nothing was written. Check that the cluster is up.")
+        ticket = sent["offset"]
+        delay = 0.02
+        while True:
+            lso = _lso(admin, max(0.5, deadline - time.monotonic()))
+            if lso == ticket:
+                break
+            if lso > ticket:
+                raise LeaseUnavailable(
+                    f"The write lease's ticket was aborted before its turn came (its "
+                    f"transaction outlived {txn_s:g} s): nothing was written. Try "
+                    f"again.", holder=holder)
+            if time.monotonic() + delay > deadline:
+                who = _holder_text(lease_holder(conf, lso, wait_s=3.0))
+                raise LeaseUnavailable(
+                    f"The cluster's write lease is held by {who} and was not free within "
+                    f"{wait_s:g} s: nothing was written. Try again when that writer is done "
+                    f"(--timeout waits longer; a writer that died frees it within "
+                    f"{txn_s + 10:g} s).", holder=who)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+        yield WriteLease(holder, t0 + txn_s - 1.0)
+    except KafkaException as exc:
+        refusal = _refusal(exc, principal)
+        if refusal is not None:
+            raise refusal from None
+        raise ConnectionFailed(f"Cannot take the cluster's write lease ({LEASE_TOPIC}): "
+                               f"{exc}. Nothing was written.") from None
+    finally:
+        if producer is not None:
+            if started:
+                with contextlib.suppress(Exception):
+                    producer.abort_transaction(max(1.0, min(5.0, wait_s)))
+            with contextlib.suppress(Exception):
+                producer.flush(0)
