@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast kafka-up kafka-down venv chromium jars bench clean
+.PHONY: run test test-fast faults kafka-up kafka-down venv chromium jars bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,13 @@ run: jars
 ## The whole suite: unit tables, the real broker, the real browser, real Spark.
 test: $(STAMP) chromium jars
 	@$(PY) -m pytest -q $(PYTEST_ARGS)
+
+## The long fault runs (not part of `make test`, which keeps one short case of each): 100 kills
+## mid-apply, 50 rounds of two concurrent applies, a broker killed mid-apply, and the input
+## generators at full scale. ARGS go to scripts/faults.py (e.g. ARGS="--rounds 10").
+faults: jars
+	@$(PY) scripts/faults.py $(ARGS)
+	@$(PY) scripts/fuzz_inputs.py
 
 ## Without the broker and the browser (a quick loop while editing).
 test-fast: $(STAMP)
