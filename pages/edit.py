@@ -18,7 +18,8 @@ from quota_core.history import what_if as history_what_if
 from quota_core.impact import ANY_OTHER, apply_alteration, fallback, parse_clients_csv
 from quota_core.inputs import upload_text
 from quota_core.shadows import dead_keys
-from quota_core.live import clients_seen
+from quota_core.live import clients_seen, join_usage
+from quota_core.settle import after_change
 from quota_core.keys import QUOTA_KEYS, keys_for
 from quota_core.workflow import apply_change, preview
 from ui.render import KEY_ORDER, editable_text, exact_text, traffic_rows
@@ -26,6 +27,7 @@ from ui.history import WHAT_IF_COLUMNS, places as history_places, windows as his
 from ui.live import feed
 from ui.session import context, editing_gate, registry, secrets_dict
 from ui.form_words import form_message
+from ui.story import cluster_window
 from ui.text import code, md
 
 CLIENT, IPKIND = "user / client-id", "ip"
@@ -142,6 +144,8 @@ if result is not None and result.alteration.entity == entity:
                        "exact after": exact_text(k, result.after[k]) if k in result.after
                        else ""} for k in sorted(set(result.before) | set(result.after))],
                      hide_index=True)
+        if ss.get("ed_settle"):
+            st.info(ss["ed_settle"], icon=":material/timer:")
         if not result.settled:
             st.warning("The cluster did not show the change yet when read back (brokers "
                        "update their view shortly after an alter). Refresh in a moment.")
@@ -150,6 +154,20 @@ if result is not None and result.alteration.entity == entity:
 
 def _reload() -> None:
     ss["ed_reload"] = True
+
+
+def _settle_sentence(applied) -> str | None:
+    """When throttling should end, for a change that raises or removes a quota: the broker's
+    rate window (the cluster's own settings) still holds the old traffic for a while."""
+    raised = [k for k, v in applied.before.items()
+              if k not in applied.after or applied.after[k] > v]
+    if not raised or applied.alteration.entity.is_ip:
+        return None
+    live, _ = feed(secrets_dict())
+    frame = live.latest(wait_s=0) if live is not None else None
+    rows = join_usage(frame.series, ctx.snapshot.quotas) if frame is not None else []
+    return after_change(applied.alteration.entity, raised, rows,
+                        cluster_window(ctx.backend))[1]
 
 
 def _history_what_if(change):
@@ -381,6 +399,7 @@ if st.button("Apply", key="ed_apply", type="primary", icon=":material/done_all:"
         st.error(md(f"Not applied: {exc}"), icon=":material/block:")
         st.stop()
     ss["ed_result"] = applied
+    ss["ed_settle"] = _settle_sentence(applied)
     ss["ed_reload"] = True
     registry().invalidate(ctx.spec)
     st.rerun()

@@ -9,11 +9,13 @@ import pandas as pd
 import streamlit as st
 
 from quota_core.live import join_usage, throttled_rows
+from quota_core.settle import changed_lately, recent_changes
 from quota_core.units import format_quota, format_rate
 from ui.charts import utilisation_bar
 from ui.live import feed
 from ui.render import entity_text
 from ui.session import context, secrets_dict
+from ui.story import cluster_window
 from ui.text import md
 
 ctx = context()
@@ -90,6 +92,17 @@ def board() -> None:
                        icon=":material/check_circle:")
         return
     st.plotly_chart(utilisation_bar(hot[:25]), key="tn_chart")
+    # A bucket whose quota was changed (from this console: the audit log) within the broker's
+    # rate window may still be throttled on traffic from before the change: say so per row.
+    window = cluster_window(ctx.backend)
+    worst_ms = max((r.throttle_ms or 0.0 for r in hot), default=0.0)
+    changes = recent_changes(ctx.audit.read(), time.time(), window, last_throttle_ms=worst_ms)
+    changed = changed_lately(hot, changes) if changes else {}
+    if changed:
+        st.info(md(f"{_plural(len(changed), 'bucket')} had its quota changed within the last "
+                   f"rate window ({window.text()}): the broker still counts traffic from before "
+                   f"the change, so throttling there can go on for up to "
+                   f"{window.measured_ms[1] / 1000:.0f} s after it."), icon=":material/timer:")
     table = pd.DataFrame([{
         "broker": r.broker, "type": r.quota_type,
         "user": "" if r.user is None else r.user,
@@ -100,13 +113,15 @@ def board() -> None:
         "throttle ms": r.throttle_ms,
         "level": r.level,
         "entry": "" if r.source is None else entity_text(r.source),
-        "shared by": r.shared_by,
+        "shared by": r.shared_by if r.current else
+        "nobody now: the quota set puts its clients in other buckets (the broker keeps an "
+        "old bucket's figures for a while)",
         "resolve": _resolve_link(r.user, r.client_id),
-        # (A "quota changed in the last window" marker per bucket goes here.)
-    } for r in hot])
+        "quota changed": (f"{time.time() - changed[i].at:.0f} s ago" if i in changed else ""),
+    } for i, r in enumerate(hot)])
     # The link comes right after the names it resolves, so it is in view at 1,400 px.
     order = ["broker", "type", "user", "client id", "resolve", "use", "rate", "quota",
-             "throttle ms", "level", "entry", "shared by"]
+             "throttle ms", "quota changed", "level", "entry", "shared by"]
     st.dataframe(table, hide_index=True, key="tn_table", column_order=order, column_config={
         # Full at 100 %: above it the bar stays full and the figure says how far over.
         "use": st.column_config.ProgressColumn("use of quota", format="%.0f%%", min_value=0,

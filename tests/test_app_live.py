@@ -169,3 +169,30 @@ def test_cli_throttled_with_one_endpoint_down_exits_1(tmp_path, endpoint):
     code, out, err = run("--sandbox", store, "--throttled", "--metrics",
                          f"b1=http://{endpoint.address}/metrics")
     assert code == 0, err  # all endpoints answer: done
+
+
+def test_a_bucket_whose_quota_changed_in_the_last_window_is_marked(sandbox, endpoint):
+    # Issue 15, point 4: raise {user=alice} from the Edit page, then Throttled now marks its
+    # bucket (still throttled on the traffic the broker's window holds) and says why.
+    from tests.test_app import open_edit
+
+    at = open_edit("alice")
+    at.text_input(key="ed_val_producer_byte_rate").input("4MiB").run()
+    at.button(key="ed_preview_btn").click().run()
+    at.checkbox(key="ed_confirm").check().run()
+    at.button(key="ed_apply").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    (settle,) = [t for t in texts(at.info) if t.startswith("Throttling should end")]
+    # The sandbox has no brokers: Kafka's window (11 x 1 s), plus the 80 ms the broker gives
+    # {user=alice} now.
+    assert re.match(r"Throttling should end within about 11 s: .*quota window 11 × 1 s.*"
+                    r"plus the 0\.1 s delay", settle), settle
+    page = run_app(PAGE)
+    _wait_for(page, lambda a: a.dataframe)
+    shown = page.dataframe[0].value
+    marked = dict(zip(zip(shown["user"], shown["client id"]), shown["quota changed"]))
+    # Only {user=alice} (level 3) changed; checkout-api's own entry (level 1) did not.
+    assert re.fullmatch(r"\d+ s ago", marked[("alice", "")]), marked
+    assert marked[("alice", "checkout-api")] == "" and marked[("ANONYMOUS", "")] == ""
+    assert any("1 bucket had its quota changed within the last rate window" in t
+               for t in texts(page.info))
