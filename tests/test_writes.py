@@ -65,6 +65,20 @@ def test_apply_waits_for_the_lease_then_refuses_naming_the_holder(tmp_path, stor
     assert state(store) == BASE and AuditLog(audit_log).read(refused=True) == []
 
 
+def test_the_dashboards_locked_connection_takes_the_stores_lease(tmp_path, store, audit_log):
+    # The dashboard writes through ui.session.LockedBackend: its Edit and Plan pages must hold
+    # the same lease as the CLI (the wrapper once fell back to the interface's no-op lease).
+    from ui.session import LockedBackend
+
+    plan = make_plan_file(tmp_path, store, PLAN_A, "a")
+    dashboard = LockedBackend(SandboxBackend(store))
+    with dashboard.write_lease("jdoe on the Edit page", 5):
+        code, _, err = run("apply", str(plan), "--sandbox", store, "--timeout", "0.5")
+    assert code == 1 and "jdoe on the Edit page" in err, err
+    assert state(store) == BASE
+    assert dashboard.identity() == SandboxBackend(store).identity()
+
+
 def test_two_concurrent_applies_never_both_succeed_from_the_same_before(tmp_path, store,
                                                                         audit_log):
     """The issue's race: two plans from the same set, run at once, in separate processes."""

@@ -8,6 +8,7 @@ turned into the Browse frame once per TTL or after a change, not on every rerun.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import threading
@@ -149,6 +150,22 @@ class LockedBackend(QuotaBackend):
     def info(self) -> ClusterInfo:
         with self._lock:
             return self.inner.info()
+
+    @contextlib.contextmanager
+    def write_lease(self, holder: str, wait_s: float):
+        # The store's own lease (the sandbox's transaction, Kafka's lease topic), held with
+        # this connection's lock: another browser session's read on the same connection
+        # must not run inside this writer's transaction.
+        with self._lock, self.inner.write_lease(holder, wait_s) as lease:
+            yield lease
+
+    def identity(self) -> str | None:
+        with self._lock:
+            return self.inner.identity()
+
+    def quota_window(self):
+        with self._lock:
+            return self.inner.quota_window()
 
     def close(self) -> None:
         with self._lock:
