@@ -128,11 +128,14 @@ def _series(args: argparse.Namespace, err: TextIO) -> list | None:
         return None
     from .collector import parse_endpoints
     from .metrics import scrape
+    from .metrics.scrape import redirect_note
 
     series: list = []
     for endpoint in parse_endpoints(args.metrics):
         try:
-            series.extend(scrape(endpoint.url, endpoint.label, timeout=args.timeout))
+            series.extend(scrape(endpoint.url, endpoint.label, timeout=args.timeout,
+                                 on_redirect=lambda final, url=endpoint.url: err.write(
+                                     f"{PROG} plan: {redirect_note(url, final)}\n")))
         except QuotaError as exc:
             err.write(f"{PROG} plan: warning: {exc} (the plan is made without it)\n")
     return series
