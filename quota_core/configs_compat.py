@@ -22,7 +22,11 @@ without abbreviations): the same checks in the same order with the same texts an
 * SCRAM credentials, topics, brokers, groups, client metrics, ``--bootstrap-controller``:
   not ours (exit 1, use ``kafka-configs.sh``); describe lists no SCRAM credentials;
 * ``--sandbox PATH`` may stand in for ``--bootstrap-server``; ``--command-config`` files are
-  checked strictly (:mod:`quota_core.kafka_config`).
+  checked strictly (:mod:`quota_core.kafka_config`);
+* ``--alter`` is one of this tool's writers (:func:`quota_core.workflow.apply_changes`): it
+  takes the cluster's write lease (waiting up to :data:`LEASE_WAIT_S`, then exit 1 with
+  nothing written), refuses if the entity changed since it was read, writes the audit intent
+  before sending and reports a read-back that shows another writer's values (exit 1).
 """
 from __future__ import annotations
 
