@@ -214,11 +214,14 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO):
     from .collector import parse_endpoints
     from .live import join_usage
     from .metrics import scrape
+    from .metrics.scrape import redirect_note
 
     series, failed = [], False
     for endpoint in parse_endpoints(args.metrics):
         try:
-            series.extend(scrape(endpoint.url, endpoint.label, timeout=args.timeout))
+            series.extend(scrape(endpoint.url, endpoint.label, timeout=args.timeout,
+                                 on_redirect=lambda final, url=endpoint.url: err.write(
+                                     f"{PROG}: {redirect_note(url, final)}\n")))
         except QuotaError as exc:
             err.write(f"{PROG}: {exc}\n")
             failed = True

@@ -82,8 +82,18 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        from .metrics import scrape
+        from .metrics import scrape as scrape_once
+        from .metrics.scrape import redirect_note
         from .sinks import open_sink
+
+        noted: set[str] = set()  # a followed redirect is said once per endpoint
+
+        def scrape(url: str, broker: str | None = None, timeout: float = 5.0) -> list:
+            def note(final: str) -> None:
+                if url not in noted:
+                    noted.add(url)
+                    log(f"collect: {redirect_note(url, final)}")
+            return scrape_once(url, broker, timeout=timeout, on_redirect=note)
 
         with open_backend(args.sandbox, args.bootstrap_server, args.command_config,
                           timeout_s=args.timeout) as backend:

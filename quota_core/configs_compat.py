@@ -22,7 +22,11 @@ without abbreviations): the same checks in the same order with the same texts an
 * SCRAM credentials, topics, brokers, groups, client metrics, ``--bootstrap-controller``:
   not ours (exit 1, use ``kafka-configs.sh``); describe lists no SCRAM credentials;
 * ``--sandbox PATH`` may stand in for ``--bootstrap-server``; ``--command-config`` files are
-  checked strictly (:mod:`quota_core.kafka_config`).
+  checked strictly (:mod:`quota_core.kafka_config`);
+* ``--alter`` is one of this tool's writers (:func:`quota_core.workflow.apply_changes`): it
+  takes the cluster's write lease (waiting up to :data:`LEASE_WAIT_S`, then exit 1 with
+  nothing written), refuses if the entity changed since it was read, writes the audit intent
+  before sending and reports a read-back that shows another writer's values (exit 1).
 """
 from __future__ import annotations
 
@@ -34,8 +38,8 @@ import socket
 from decimal import Decimal
 from typing import Callable, Iterable, Sequence, TextIO
 
-from .alterations import Alteration, Op, apply_ops
-from .audit import AuditLog, cluster_fields, default_audit_path, new_record, os_user
+from .alterations import Alteration, Op
+from .audit import AuditLog, cluster_fields, default_audit_path, os_user
 from .backend import QuotaBackend
 from .connect import open_backend
 from .entities import CLIENT_ID, IP, USER, Entity
@@ -49,6 +53,9 @@ __all__ = ["TRIGGERS", "is_configs_command", "main", "parse_options", "check_arg
            "CommandFailed", "Options"]
 
 PROG = "kafka-client-quotas"
+#: How long an alter waits for the cluster's write lease (kafka-configs.sh has no --timeout;
+#: the backend's own timeout is 30 s too).
+LEASE_WAIT_S = 30.0
 KAFKA_VERSION = "4.3.1"
 
 _WITH_ARG = {"bootstrap-server", "bootstrap-controller", "command-config", "entity-type",
@@ -516,26 +523,23 @@ def _alter(backend: Callable[[], QuotaBackend], opts: Options, types: list[str],
     ops += [Op.remove(k) for k in deletes]
     entity = Entity.from_pairs((_QUOTA_TYPES[t], n or None) for t, n in zip(types, names))
     alteration = Alteration(entity, tuple(ops))
-    # Every writer appends to the one audit log (issue 11), this mode too: kafka-configs.sh
-    # has no --actor, so the OS user; the log must be writable before anything is sent.
-    audit = AuditLog(default_audit_path(os.environ))
-    audit.ensure_writable()
-    outcome = store.alter([alteration])
-    for result in outcome.failed:
-        raise _ours(f"the broker refused the change of {_entity_text(entity)}: {result.error}")
-    from .workflow import read_back  # the alter path only: describe starts faster without it
+    # Every writer goes through the one guarded workflow (issue 16), this mode too: the
+    # cluster's write lease around re-read, alter and read-back, and the audit intent written
+    # (fsynced) before anything is sent. kafka-configs.sh has no --actor: the OS user.
+    from .workflow import apply_changes, conflict_message  # describe starts faster without it
 
-    expected = apply_ops(old, ops)
-    after, settled = read_back(store, alteration, expected)
-    try:
-        audit.append(new_record(
-            actor=os_user(), cluster=cluster_fields(store.info()), alteration=alteration,
-            before=old, after=after, action="alter" if expected else "delete",
-            note="" if settled else "read-back did not show the change yet",
-            extra={"via": "kafka-configs.sh command line"}))
-    except QuotaError as exc:
+    audit = AuditLog(default_audit_path(os.environ))
+    done = apply_changes(store, [alteration], {entity: old}, actor=os_user(),
+                         cluster=cluster_fields(store.info()), audit=audit,
+                         extra={"via": "kafka-configs.sh command line"},
+                         lease_wait_s=LEASE_WAIT_S, validate=False)
+    for result in done.refused:
+        raise _ours(f"the broker refused the change of {_entity_text(entity)}: {result.error}")
+    if done.conflicts:
+        raise _ours(f"conflict: {conflict_message(done.conflicts)}")
+    if done.audit_error is not None:
         raise _ours(f"the change of {_entity_text(entity)} was applied, but the audit log "
-                    f"could not be written: {exc}") from None
+                    f"could not be written: {done.audit_error}")
 
 
 # -- the command -----------------------------------------------------------------------------

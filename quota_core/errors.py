@@ -9,6 +9,7 @@ Everything the library, the CLI, the pages and the backends raise on purpose der
     │   ├── FilterError          a describe filter a broker would refuse
     │   ├── AlterationError      ops a broker would refuse, or that we refuse (NaN, ...)
     │   └── ParseError           text that does not parse (--names, k=v, byte units, files)
+    │       └── UnreadableConfig (also a ConfigError, below)
     ├── BackendError             the store or cluster could not do what was asked
     │   ├── ConnectionFailed     broker unreachable / sandbox file unusable
     │   ├── AuthenticationFailed SASL/SSL handshake refused the credentials
@@ -20,9 +21,17 @@ Everything the library, the CLI, the pages and the backends raise on purpose der
     │   ├── RequestRejected      the broker refused a whole request (e.g. a filter)
     │   ├── OutcomeUnknown       a change was sent, then the connection was lost: applied?
     │   ├── MetricsError         a metrics endpoint unreachable, or its text unreadable
-    │   │   └── ScrapeLimitExceeded  an endpoint's answer passed a cap (size, line, samples)
-    │   └── SinkError            the collector's output (folder or topic) refused a write
-    └── ConcurrentChange         an entity changed between reading and writing it
+    │   │   └── ScrapeLimitExceeded  an endpoint's answer passed a cap (time, size, line,
+    │   │                            samples, redirects)
+    │   ├── SinkError            the collector's output (folder or topic) refused a write
+    │   ├── LeaseUnavailable     the cluster's write lease is held by another writer, or
+    │   │                        this principal may not take it: nothing written
+    │   └── WriteConflict        applied, but the read-back shows another writer's values
+    ├── ConcurrentChange         an entity changed between reading and writing it
+    └── PlanRefused              a plan made on another cluster, or whose signature does not
+                                 verify: nothing applied
+
+(``pipeline.errors.PipelineError``, the Spark job's, derives from QuotaError too.)
 
 Messages name the input, the rule that was broken, and how to fix it.
 """
@@ -43,15 +52,17 @@ __all__ = [
     "NotAuthorized",
     "UnsupportedBroker",
     "ConfigError",
+    "UnreadableConfig",
     "RequestRejected",
     "OutcomeUnknown",
     "MetricsError",
-    "SinkError",
-    "ConcurrentChange",
-    "Problem",
-    # bounded reads (issue 16, read path)
     "ScrapeLimitExceeded",
-    "UnreadableConfig",
+    "SinkError",
+    "LeaseUnavailable",
+    "WriteConflict",
+    "ConcurrentChange",
+    "PlanRefused",
+    "Problem",
 ]
 
 
@@ -185,9 +196,6 @@ class WriteConflict(BackendError):
 class PlanRefused(QuotaError):
     """A plan that must not be applied here: made on another cluster, or its signature (HMAC
     with the configured plan key) does not verify."""
-
-
-__all__ += ["LeaseUnavailable", "WriteConflict", "PlanRefused"]
 
 
 class Problem:

@@ -100,18 +100,31 @@ def _ensure_topic(admin, wait_s: float) -> None:
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
 
-    meta = admin.list_topics(topic=LEASE_TOPIC, timeout=wait_s)
-    topic = meta.topics.get(LEASE_TOPIC)
-    if topic is not None and topic.error is None and topic.partitions:
-        return
-    new = NewTopic(LEASE_TOPIC, num_partitions=1, config={
-        "cleanup.policy": "delete", "retention.ms": str(_TICKETS_KEPT_MS)})
-    try:
-        admin.create_topics([new], operation_timeout=wait_s)[LEASE_TOPIC].result(wait_s)
-    except KafkaException as exc:
-        err = _kafka_error(exc)
-        if err is None or err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
+    deadline = time.monotonic() + wait_s
+
+    def led() -> bool | None:
+        """True: the partition has a leader; False: not yet; None: no such topic."""
+        meta = admin.list_topics(topic=LEASE_TOPIC, timeout=max(0.5, deadline - time.monotonic()))
+        topic = meta.topics.get(LEASE_TOPIC)
+        if topic is None or topic.error is not None or not topic.partitions:
+            return None
+        return all(p.leader >= 0 for p in topic.partitions.values())
+
+    state = led()
+    if state is None:
+        new = NewTopic(LEASE_TOPIC, num_partitions=1, config={
+            "cleanup.policy": "delete", "retention.ms": str(_TICKETS_KEPT_MS)})
+        try:
+            admin.create_topics([new], operation_timeout=wait_s)[LEASE_TOPIC].result(wait_s)
+        except KafkaException as exc:
+            err = _kafka_error(exc)
+            if err is None or err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+    # A topic just created has no leader for a moment; list_offsets then fails with "No
+    # leaders found" (the first writer on a fresh cluster). Wait for one, within wait_s.
+    while not state and time.monotonic() < deadline:
+        time.sleep(0.1)
+        state = led()
 
 
 def _lso(admin, wait_s: float, committed: bool = True) -> int:

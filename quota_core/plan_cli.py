@@ -9,8 +9,9 @@ Examples::
 change, 2 changes pending, 1 anything went wrong, wrong flags included, so 2 always means
 "changes pending". ``apply`` exit status: 0 every change applied (or nothing to apply),
 1 refused (the quota set moved since the plan, another cluster, a signature that does not
-verify, the write lease not free) or not all applied (a conflict included), 2 wrong flags,
-3 outcome unknown (sent, not confirmed).
+verify, the write lease not free) or not all applied (a conflict included), 2 a usage error
+(wrong flags, a plan file that cannot be read or is not a well-formed plan, an unreadable
+``--command-config``), 3 outcome unknown (sent, not confirmed).
 """
 from __future__ import annotations
 
@@ -72,7 +73,8 @@ def apply_parser() -> argparse.ArgumentParser:
         "refused if the cluster's quota set changed in any way since, on another cluster, or "
         "(with QUOTA_PLAN_KEY set) when its signature does not verify. Every change is "
         "recorded in the audit log before it is sent. Exit 0: applied; 1: refused, a "
-        "conflict, or not all applied; 2: wrong flags; 3: outcome unknown.",
+        "conflict, or not all applied; 2: a usage error (wrong flags, an unreadable or malformed "
+        "plan file, an unreadable --command-config); 3: outcome unknown.",
         epilog=f"Example: {PROG} apply plan.json --bootstrap-server 127.0.0.1:9092 "
                f"--actor jdoe")
     p.add_argument("plan_file", metavar="PLANFILE", help="a plan written by `plan --out`")
@@ -126,11 +128,14 @@ def _series(args: argparse.Namespace, err: TextIO) -> list | None:
         return None
     from .collector import parse_endpoints
     from .metrics import scrape
+    from .metrics.scrape import redirect_note
 
     series: list = []
     for endpoint in parse_endpoints(args.metrics):
         try:
-            series.extend(scrape(endpoint.url, endpoint.label, timeout=args.timeout))
+            series.extend(scrape(endpoint.url, endpoint.label, timeout=args.timeout,
+                                 on_redirect=lambda final, url=endpoint.url: err.write(
+                                     f"{PROG} plan: {redirect_note(url, final)}\n")))
         except QuotaError as exc:
             err.write(f"{PROG} plan: warning: {exc} (the plan is made without it)\n")
     return series
@@ -216,8 +221,9 @@ class _AlreadyApplied(Exception):
 
 
 def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
-    """``apply PLANFILE ...``: 0 applied, 1 refused or not all applied, 2 wrong flags,
-    3 outcome unknown."""
+    """``apply PLANFILE ...``: 0 applied, 1 refused or not all applied, 2 a usage error (flags,
+    an unreadable or malformed plan file, an unreadable --command-config), 3 outcome
+    unknown."""
     from .plan import (check_plan_cluster, plan_key, quota_set_hash, read_plan, set_diff,
                        verify_plan)
     from .workflow import apply_changes
@@ -240,7 +246,10 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     except _Usage as exc:
         err.write(f"{prefix}: error: {exc}\n")
         return 2
-    except QuotaError as exc:
+    except ParseError as exc:  # a plan file that cannot be read or is not a plan: usage
+        err.write(f"{prefix}: {exc}\n")
+        return 2
+    except QuotaError as exc:  # PlanRefused: a signature that does not verify
         err.write(f"{prefix}: {exc}\n")
         return 1
     audit = AuditLog(args.audit_log or default_audit_path(os.environ))
@@ -286,6 +295,9 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     except OutcomeUnknown as exc:  # sent, answer lost: neither applied nor refused
         err.write(f"{prefix}: {exc}\n")
         return 3
+    except ParseError as exc:  # UnreadableConfig (--command-config), a malformed flag: usage
+        err.write(f"{prefix}: {exc}\n")
+        return 2
     except ValidationError as exc:
         err.write(f"{prefix}: {exc}\n")
         return 1

@@ -210,7 +210,8 @@ def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
                   loaded: Mapping[Entity, Mapping[str, float]], *, actor: str,
                   cluster: Mapping[str, object], audit: AuditLog, action: str = "alter",
                   extra: Mapping | None = None, lease_wait_s: float | None = None,
-                  precheck: Callable[[QuotaBackend], None] | None = None) -> AppliedSet:
+                  precheck: Callable[[QuotaBackend], None] | None = None,
+                  validate: bool = True) -> AppliedSet:
     """Apply each alteration if its entity still holds what ``loaded`` says (an entity
     missing from ``loaded`` must not exist); each entity is all-or-nothing.
 
@@ -221,9 +222,12 @@ def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
     the read-back. Then one outcome line per entity. An entity whose read-back is not what
     this writer wrote is a conflict (:attr:`AppliedSet.conflicts`). Before anything is sent the
     audit log must be writable (ConfigError) and the alterations valid (AlterationError). A
-    request that fails as a whole raises BackendError; a lost answer OutcomeUnknown."""
+    request that fails as a whole raises BackendError; a lost answer OutcomeUnknown.
+    ``validate=False`` leaves the values to the backend, whose refusals come back per entity
+    (the kafka-configs.sh dialect prints the broker's own reasons)."""
     audit.ensure_writable()
-    validate_alterations(alterations)
+    if validate:
+        validate_alterations(alterations)
     wait_s = lease_wait_s if lease_wait_s is not None else float(
         getattr(backend, "timeout_s", 10.0))
     first: dict[Entity, Alteration] = {}

@@ -274,6 +274,102 @@ def test_alters_are_audited_like_every_writer(sb, tmp_path, monkeypatch):
     assert first.cluster["kind"] == "sandbox"
 
 
+def _describe_users(sb) -> str:
+    return run(*sb, "--describe", "--entity-type", "users")[1]
+
+
+def test_an_alter_refuses_when_another_writer_keeps_the_lease(sb, tmp_path, monkeypatch):
+    """The configs dialect takes the one write lease (issue 16): while the Edit page holds
+    it, an alter waits (here 0.5 s), then refuses naming the holder, with nothing written."""
+    from quota_core import configs_compat
+    from quota_core.sandbox import SandboxBackend
+
+    log = tmp_path / "audit.jsonl"
+    monkeypatch.setenv("QUOTA_AUDIT_LOG", str(log))
+    monkeypatch.setattr(configs_compat, "LEASE_WAIT_S", 0.5)
+    SandboxBackend(sb[1]).init()
+    args = ["--alter", "--user", "alice", "--add-config", "producer_byte_rate=1024"]
+    with SandboxBackend(sb[1]).write_lease("jdoe on the Edit page", 5):
+        code, out, err = run(*sb, *args)
+    assert (code, out) == (1, "")
+    assert err.startswith(_header(sb, *args)) and err.count("\n") == 2, err
+    assert "jdoe on the Edit page" in err and "nothing was written" in err, err
+    assert "alice" not in _describe_users(sb)
+    assert not log.exists() or log.read_text() == ""
+
+
+def test_an_alter_waits_for_the_lease_and_applies_once_it_is_free(sb, tmp_path, monkeypatch):
+    import threading
+
+    from quota_core.sandbox import SandboxBackend
+
+    monkeypatch.setenv("QUOTA_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
+    SandboxBackend(sb[1]).init()
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with SandboxBackend(sb[1]).write_lease("jdoe on the Edit page", 5):
+            held.set()
+            done.wait(1.0)  # the alter below is waiting for the lease meanwhile
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        code, out, err = run(*sb, "--alter", "--user", "alice", "--add-config",
+                             "producer_byte_rate=1024")
+    finally:
+        done.set()
+        holder.join(10)
+    assert (code, out, err) == (0, "Completed updating config for user alice.\n", "")
+    assert "alice" in _describe_users(sb)
+
+
+def test_an_alter_writes_its_intent_before_its_outcome(sb, tmp_path, monkeypatch):
+    import json
+
+    log = tmp_path / "audit.jsonl"
+    monkeypatch.setenv("QUOTA_AUDIT_LOG", str(log))
+    assert run(*sb, "--alter", "--user", "alice", "--add-config",
+               "producer_byte_rate=1024")[0] == 0
+    intent, outcome = [json.loads(line) for line in log.read_text().splitlines()]
+    assert (intent["phase"], intent["outcome"]) == ("intent", "intent")
+    assert intent["after"] == {"producer_byte_rate": 1024} and intent["before"] == {}
+    assert (outcome["phase"], outcome["ref"], outcome["outcome"]) == (
+        "outcome", intent["id"], "applied")
+
+
+def test_a_killed_alter_leaves_its_intent(sb, tmp_path):
+    """SIGKILL after the change is committed and before the outcome line: the intent is in
+    the log (written before sending), read as 'outcome unknown (the writer stopped)'."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from quota_core.audit import WRITER_STOPPED, AuditLog
+    from tests.test_writes import _PAUSE_BEFORE_OUTCOME
+
+    log = tmp_path / "audit.jsonl"
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PAUSE_BEFORE_OUTCOME, *sb, "--alter", "--user", "alice",
+         "--add-config", "producer_byte_rate=1024"],
+        env={**os.environ, "PYTHONPATH": str(root), "QUOTA_AUDIT_LOG": str(log)},
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "applied"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        proc.stdout.close()
+    assert "producer_byte_rate=1024" in _describe_users(sb)  # the change is in the store
+    [record] = AuditLog(log).read()
+    assert record.entity == {"user": "alice"} and record.outcome == "unknown"
+    assert record.note == WRITER_STOPPED
+
+
 def test_an_unwritable_audit_log_stops_the_alter_before_anything_is_sent(sb, tmp_path,
                                                                          monkeypatch):
     (tmp_path / "not-a-dir").write_text("")

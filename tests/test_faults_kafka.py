@@ -21,7 +21,6 @@ import time
 import pytest
 
 from localkafka import LocalBroker, free_port
-from localkafka.jars import ensure_jars
 from quota_core import Alteration, Entity, Op, RequestRejected
 from quota_core.cli import main
 from quota_core.errors import OutcomeUnknown
@@ -184,10 +183,8 @@ def _kill(broker: LocalBroker) -> None:
 
 def _relaunch(broker: LocalBroker, timeout: float = 90) -> None:
     """Start the killed broker again on its port and storage (no format: the data stays)."""
-    if broker._proc is not None:
-        broker._proc.wait(10)  # reap the killed JVM
-    broker._launch(ensure_jars())
-    broker._wait_ready(time.monotonic() + timeout)
+    broker.kill()  # waits for (and reaps) the JVM killed above; nothing to do if it is gone
+    broker.start(timeout=timeout, keep_data=True)
 
 
 _truth = _truth_on

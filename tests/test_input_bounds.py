@@ -56,6 +56,35 @@ def test_an_unreadable_command_config_is_a_usage_error(tmp_path):
         assert "missing.properties does not exist" in err
 
 
+def test_apply_exits_2_for_a_usage_error_and_1_for_a_refusal(store, tmp_path, monkeypatch):
+    """CONTRACTS' exit table: an unreadable or malformed plan file and an unreadable
+    --command-config are usage errors (2); a refused plan is a runtime failure (1)."""
+    monkeypatch.delenv("QUOTA_PLAN_KEY", raising=False)
+    wanted = tmp_path / "want.yaml"
+    wanted.write_text("entries:\n- entity: {user: a}\n  quotas: {producer_byte_rate: 10}\n")
+    plan = tmp_path / "p.json"
+    assert run("plan", str(wanted), "--sandbox", store, "--out", str(plan))[0] == 2
+    (tmp_path / "cut.json").write_text(plan.read_text()[:200])
+    (tmp_path / "other.json").write_text(json.dumps({"format": "something else"}))
+    for argv, needle in (
+            (["apply", str(tmp_path / "missing.json"), "--sandbox", store], "Cannot read"),
+            (["apply", str(tmp_path / "cut.json"), "--sandbox", store], "not JSON"),
+            (["apply", str(tmp_path / "other.json"), "--sandbox", store], "is not a plan file"),
+            (["apply", str(plan), "--bootstrap-server", "127.0.0.1:1", "--command-config",
+              str(tmp_path / "missing.properties")], "missing.properties does not exist")):
+        code, out, err = run(*argv)
+        assert (code, out) == (2, ""), (argv, err)
+        one_line(err)
+        assert needle in err, err
+    monkeypatch.setenv("QUOTA_PLAN_KEY", "a key the plan was not signed with")
+    code, out, err = run("apply", str(plan), "--sandbox", store)
+    assert (code, out) == (1, "") and "not signed" in err, err
+    monkeypatch.delenv("QUOTA_PLAN_KEY")
+    # plan keeps 1 for every error, so that 2 always means "changes pending"
+    assert run("plan", str(tmp_path / "missing.yaml"), "--sandbox", store)[0] == 1
+    assert state(store) == {Entity.of(user="a"): {"producer_byte_rate": 5.0}}
+
+
 @pytest.mark.parametrize("value", ["1" + "0" * 400, "-1" + "0" * 400, "1e400"])
 def test_a_huge_op_value_in_a_plan_is_a_clean_error(store, tmp_path, value):
     wanted = tmp_path / "want.yaml"
@@ -75,7 +104,7 @@ def test_100000_brackets_are_refused_at_once(store, tmp_path, fmt):
     deep.write_text("[" * 100_000)
     for argv, expected in ((["plan", str(deep), "--sandbox", store], 1),
                            (["--import", str(deep), "--validate-only", "--sandbox", store], 2),
-                           (["apply", str(deep), "--sandbox", store], 1)):
+                           (["apply", str(deep), "--sandbox", store], 2)):
         started = time.monotonic()
         code, out, err = run(*argv)
         assert time.monotonic() - started < 20  # measured: 0.3 s (today: over 120 s for YAML)

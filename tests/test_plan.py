@@ -243,7 +243,7 @@ def test_partial_failure_says_what_was_applied(store, tmp_path, audit_log, monke
     (["plan", "{dir}/dup.yaml", "--sandbox", "{store}"], 1, "line 4 (entry 2)"),
     (["plan", "{dir}/want.yaml", "--sandbox", "{store}", "--out", "{dir}/want.yaml"], 1,
      "is the desired file itself"),
-    (["apply", "{dir}/want.yaml", "--sandbox", "{store}"], 1, "is not a plan file"),
+    (["apply", "{dir}/want.yaml", "--sandbox", "{store}"], 2, "is not a plan file"),
     (["apply", "{dir}/plan.json"], 2, "Say where the quotas live"),
     (["plan", "--help"], 0, ""),
 ])

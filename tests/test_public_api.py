@@ -72,3 +72,34 @@ def test_cli_and_sandbox_import_light_too():
         "import json, sys\nimport quota_core.cli, quota_core.sandbox, quota_core.bulk\n"
         f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"))
     assert loaded == []
+
+
+def test_the_error_tree_names_every_error_class_once_in_all():
+    """quota_core.errors: one ``__all__`` listing each class once, and the tree in its
+    docstring drawing each class under its real base."""
+    import inspect
+    import re
+
+    from quota_core import errors
+
+    classes = {n: c for n, c in vars(errors).items()
+               if inspect.isclass(c) and c.__module__ == errors.__name__}
+    assert sorted(errors.__all__) == sorted(classes)
+    assert len(errors.__all__) == len(set(errors.__all__))
+    source = inspect.getsource(errors)
+    assert source.count("__all__ =") == 1 and "__all__ +=" not in source
+    doc = errors.__doc__
+    drawn = re.findall(r"^(.*?)(?:├── |└── )(\w+)", doc, re.M)
+    parents: dict[str, set[str]] = {}
+    stack: list[tuple[int, str]] = [(-1, "QuotaError")]
+    for indent, name in drawn:
+        depth = len(indent)
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        parents.setdefault(name, set()).add(stack[-1][1])
+        stack.append((depth, name))
+    for name, cls in classes.items():
+        if name in ("QuotaError", "Problem"):
+            continue
+        assert name in parents, f"{name} is not drawn in the errors tree"
+        assert parents[name] == {b.__name__ for b in cls.__bases__}, name

@@ -293,3 +293,90 @@ def test_an_untrusted_certificate_is_one_clear_line(tls_server):
     assert message.startswith(f"Cannot reach the metrics endpoint {url} ([SSL: "
                               f"CERTIFICATE_VERIFY_FAILED] certificate verify failed")
     assert "\n" not in message
+
+
+# -- the host name's lookup is inside the deadline; a followed redirect is said ----------------
+
+def test_a_hanging_host_name_lookup_stops_at_the_deadline(monkeypatch):
+    """A resolver that never answers (a fault no real endpoint can show on demand: the
+    lookup is replaced, for this one name only) no longer holds the scrape past --timeout."""
+    real, release = socket.getaddrinfo, threading.Event()
+
+    def hanging(host, *args, **kwargs):
+        if host == "slow-dns.invalid":
+            release.wait(60)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", hanging)
+    url = "http://slow-dns.invalid:7071/metrics"
+    try:
+        raised, took, _ = timed(lambda: fetch_text(url, timeout=1.0))
+    finally:
+        release.set()
+    assert isinstance(raised, MetricsError), raised
+    assert str(raised) == (f"The metrics endpoint {url}: its host name slow-dns.invalid was "
+                           f"not resolved within 1 s; check the name and the DNS server, or "
+                           f"raise the timeout.")
+    assert took < 15
+
+
+@pytest.mark.parametrize("name", ["same-host", "chain1"])
+def test_a_followed_redirect_names_where_the_metrics_were_read(server, name):
+    seen: list[str] = []
+    text = fetch_text(f"{server}/redirect/{name}", timeout=5, on_redirect=seen.append)
+    assert "u1" in text and seen == [f"{server}/metrics"]
+    seen.clear()
+    fetch_text(f"{server}/metrics", timeout=5, on_redirect=seen.append)
+    assert seen == []  # no redirect, nothing said
+
+
+def test_the_cli_says_once_per_endpoint_that_it_followed_a_redirect(server, tmp_path):
+    from quota_core import Entity
+
+    from .cli_steps import run, sandbox_with
+
+    store = sandbox_with(tmp_path / "q.sqlite", {Entity.of(user="u1", client_id="app"): {
+        "producer_byte_rate": 1.0}})
+    code, out, err = run("--sandbox", store, "--throttled", "--metrics",
+                         f"b1={server}/redirect/chain1,b2={server}/metrics")
+    assert code == 0, err
+    assert err == (f"kafka-client-quotas: note: the metrics endpoint {server}/redirect/chain1 "
+                   f"redirected to {server}/metrics; the metrics were read there (give that "
+                   f"URL to skip the redirect)\n")
+    _, plain_out, plain_err = run("--sandbox", store, "--throttled", "--metrics",
+                                  f"b1={server}/metrics,b2={server}/metrics")
+    assert plain_err == "" and plain_out == out  # the same metrics, only the note added
+
+
+def test_collect_says_a_followed_redirect_once(server, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from quota_core import Entity
+
+    from .cli_steps import sandbox_with
+
+    store = sandbox_with(tmp_path / "q.sqlite", {Entity.of(user="u1"): {
+        "producer_byte_rate": 1.0}})
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "quota_core", "collect", "--sandbox", store, "--metrics",
+         f"b1={server}/redirect/same-host", "--to", str(tmp_path / "out"), "--every", "0.2",
+         "--status-every", "3600"],
+        env={**os.environ, "PYTHONPATH": str(root)}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [proc.stderr.readline(), proc.stderr.readline()]  # the start line, the note
+        time.sleep(1.5)  # several more scrapes through the same redirect
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=30)
+    text = "".join(lines) + rest
+    note = (f"collect: note: the metrics endpoint {server}/redirect/same-host redirected to "
+            f"{server}/metrics; the metrics were read there")
+    assert text.count(note) == 1, text
+    assert proc.returncode == 0, text

@@ -2,15 +2,17 @@
 
 An endpoint is untrusted input, so every read is bounded (issue 16):
 
-* ``timeout`` bounds the **whole** scrape (connect, redirects, headers and body), not each
-  read: a watchdog shuts the socket at the deadline, so an endpoint sending one byte a
-  second stops there;
+* ``timeout`` bounds the **whole** scrape (the host name's lookup, connect, redirects,
+  headers and body), not each read: a watchdog shuts the socket at the deadline, so an
+  endpoint sending one byte a second stops there; the lookup runs on a thread of its own,
+  waited for until the deadline (``getaddrinfo`` itself cannot be interrupted);
 * the body is read in chunks with the caps applied while reading: at most
   :data:`MAX_BYTES`, no line longer than :data:`MAX_LINE`, at most :data:`MAX_SERIES`
   samples. Past a cap the read stops with one line naming the URL and the cap;
 * only http(s), and redirects only to http(s) on the same host, at most
   :data:`MAX_REDIRECTS` (a ``302 Location: ftp://...`` is refused, naming why, before any
-  connection is opened to it).
+  connection is opened to it). A redirect that is followed is not silent: ``on_redirect``
+  is called with the URL the metrics were read from (the CLI prints it once per endpoint).
 
 :func:`url_problem` is the one check of an endpoint URL (also used by
 :func:`quota_core.collector.parse_endpoints`, where a bad URL is a usage error). Every
@@ -24,14 +26,15 @@ import socket
 import ssl
 import threading
 import time
+from typing import Callable
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 from ..errors import MetricsError, ScrapeLimitExceeded
 from .parse import parse_metrics
 from .series import QuotaSeries
 
-__all__ = ["MAX_BYTES", "MAX_LINE", "MAX_REDIRECTS", "MAX_SERIES", "fetch_text", "scrape",
-           "url_problem"]
+__all__ = ["MAX_BYTES", "MAX_LINE", "MAX_REDIRECTS", "MAX_SERIES", "fetch_text",
+           "redirect_note", "scrape", "url_problem"]
 
 #: The most a scrape reads: a broker with 100,000 quota buckets exports well under this.
 MAX_BYTES = 64 * 2**20
@@ -190,13 +193,60 @@ class _Reader:
         return b"".join(self.chunks)
 
 
+class _LookupTimeout(TimeoutError):
+    """The host name's lookup did not finish before the scrape's deadline."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(host)
+        self.host = host
+
+
+def _resolve(host: str, port: int, watchdog: _Watchdog) -> list:
+    """``getaddrinfo`` for ``host``, on a daemon thread, waited for until the deadline (a
+    resolver that hangs would otherwise hold the scrape past ``timeout``)."""
+    answer: dict = {}
+    done = threading.Event()
+
+    def lookup() -> None:
+        try:
+            answer["infos"] = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+        except BaseException as exc:  # noqa: BLE001 - handed to the scraping thread
+            answer["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=lookup, name=f"scrape-lookup-{host}", daemon=True).start()
+    if not done.wait(watchdog.left()) or watchdog.expired:
+        raise _LookupTimeout(host)
+    if "error" in answer:
+        raise answer["error"]
+    return answer["infos"]
+
+
+def _open_socket(host: str, port: int, watchdog: _Watchdog) -> socket.socket:
+    """A TCP connection to the first of ``host``'s addresses that accepts, every step
+    (lookup, each connect) inside the scrape's deadline."""
+    last: OSError | None = None
+    for family, kind, proto, _, address in _resolve(host, port, watchdog):
+        sock = socket.socket(family, kind, proto)
+        watchdog.watch(sock)
+        try:
+            sock.settimeout(watchdog.left())
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            last = exc
+            if watchdog.expired:
+                break
+    raise last if last is not None else OSError(f"no address for {host}")
+
+
 def _connect(parts: SplitResult, watchdog: _Watchdog) -> http.client.HTTPConnection:
     """A connection to ``parts``' host whose socket the watchdog shuts at the deadline, from
-    the TCP connect on: the TLS handshake (https) is bounded by the same deadline."""
+    the host name's lookup on: the TLS handshake (https) is bounded by the same deadline."""
     host, https = parts.hostname or "", parts.scheme == "https"
     port = parts.port or (443 if https else 80)
-    raw = socket.create_connection((host, port), timeout=watchdog.left())
-    watchdog.watch(raw)
+    raw = _open_socket(host, port, watchdog)
     sock = raw
     if https:  # wrap_socket takes the descriptor over; the watchdog's shutdown still reaches it
         watchdog.watch(raw.dup())
@@ -217,14 +267,16 @@ def _redirect_problem(origin: SplitResult, target: str) -> str | None:
 
 
 def fetch_text(url: str, timeout: float = 5.0, *, max_bytes: int = MAX_BYTES,
-               max_line: int = MAX_LINE, max_series: int = MAX_SERIES) -> str:
+               max_line: int = MAX_LINE, max_series: int = MAX_SERIES,
+               on_redirect: Callable[[str], None] | None = None) -> str:
     """GET ``url`` (``http://HOST:PORT/metrics``) and return the body as text.
 
     Raises :class:`~quota_core.errors.MetricsError` when the URL is not http(s) (or not a
     URL), the endpoint cannot be reached, answers an HTTP error, redirects elsewhere than
     http(s) on the same host (or more than :data:`MAX_REDIRECTS` times), takes longer than
     ``timeout`` seconds in all, passes a cap (:class:`~quota_core.errors.ScrapeLimitExceeded`),
-    or sends bytes that are not UTF-8.
+    or sends bytes that are not UTF-8. After a redirect was followed, ``on_redirect`` is
+    called once with the URL the metrics were read from.
     """
     origin = _checked(url)
     watchdog = _Watchdog(time.monotonic() + timeout)
@@ -285,6 +337,10 @@ def fetch_text(url: str, timeout: float = 5.0, *, max_bytes: int = MAX_BYTES,
             raise AssertionError
     except MetricsError:
         raise
+    except _LookupTimeout as exc:
+        raise MetricsError(f"The metrics endpoint {url}: its host name {exc.host} was not "
+                           f"resolved within {timeout:g} s; check the name and the DNS "
+                           f"server, or raise the timeout.", url=url) from None
     except (TimeoutError, socket.timeout, OSError, http.client.HTTPException) as exc:
         if watchdog.expired or isinstance(exc, (TimeoutError, socket.timeout)):
             what = "did not finish sending its metrics" if answered else "did not answer"
@@ -303,16 +359,27 @@ def fetch_text(url: str, timeout: float = 5.0, *, max_bytes: int = MAX_BYTES,
     finally:
         watchdog.cancel()
     try:
-        return body.decode("utf-8")
+        text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise MetricsError(f"The metrics endpoint {url} sent text that is not UTF-8 ({exc}): "
                            "it is not a Prometheus exporter.", url=url) from exc
+    if current != url and on_redirect is not None:
+        on_redirect(current)
+    return text
 
 
 def scrape(url: str, broker: str | None = None, timeout: float = 5.0, *,
            max_bytes: int = MAX_BYTES, max_line: int = MAX_LINE,
-           max_series: int = MAX_SERIES) -> list[QuotaSeries]:
+           max_series: int = MAX_SERIES,
+           on_redirect: Callable[[str], None] | None = None) -> list[QuotaSeries]:
     """:func:`fetch_text` then :func:`~quota_core.metrics.parse_metrics`, labelled ``broker``
-    (default: the URL); the caps are :func:`fetch_text`'s."""
+    (default: the URL); the caps and ``on_redirect`` are :func:`fetch_text`'s."""
     return parse_metrics(fetch_text(url, timeout, max_bytes=max_bytes, max_line=max_line,
-                                    max_series=max_series), broker or url)
+                                    max_series=max_series, on_redirect=on_redirect),
+                         broker or url)
+
+
+def redirect_note(url: str, final: str) -> str:
+    """The one line a CLI prints when ``url``'s scrape followed a redirect to ``final``."""
+    return (f"note: the metrics endpoint {url} redirected to {final}; the metrics were read "
+            f"there (give that URL to skip the redirect)")
