@@ -100,7 +100,7 @@ for note in resolution.client.assumptions():
 
 # -- the answer per key ----------------------------------------------------------------------
 keys = [k for k in KEY_ORDER if k in resolution.keys]
-st.html(answers_html(resolution, keys))
+st.html(answers_html(resolution, keys, quotas))
 
 # -- live: whether this client is throttled, from its own bucket only ------------------------
 window = cluster_window(ctx.backend)

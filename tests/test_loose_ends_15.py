@@ -48,3 +48,36 @@ def test_throttle_ms_is_blank_when_the_broker_reports_none(sandbox, endpoint):  
     assert ms["ANONYMOUS"] == ""
     assert ms["alice"] == "80 ms"
     assert "None" not in set(map(str, shown["throttle ms"]))
+
+
+def _cards(at) -> dict[str, str]:
+    """{key: the answer card's "shared by" words}, unescaped."""
+    import re
+    from html import unescape
+
+    (html,) = [h for h in texts(at.html) if 'class="qc-answers"' in h]
+    return {k: unescape(w) for k, w in re.findall(
+        r'data-key="([a-z_]+)".*?shared by ([^<]*)</div>', html, re.S)}
+
+
+def test_answer_cards_name_who_an_entry_takes_out_of_a_shared_bucket(sandbox):  # noqa: F811
+    from quota_core import resolve
+    from quota_core.demo import demo_quotas
+    from quota_core.story import client_story
+    from quota_core.verdict import verdicts
+
+    at = run_app(query={"user": "alice", "client_id": "batch-export"})
+    cards = _cards(at)
+    # batch-export is in {user=alice} for produce; checkout-api has its own entry, so it is
+    # not among the sharers: the card says so, as the story does.
+    assert cards["producer_byte_rate"] == ("every client id of user 'alice' except "
+                                           "'checkout-api' (in a bucket of its own)")
+    resolution = resolve(demo_quotas(), "alice", "batch-export")
+    [v] = verdicts(resolution, ["producer_byte_rate"], demo_quotas())
+    [share] = [s.text for s in client_story(v) if s.kind == "share"]
+    assert cards["producer_byte_rate"] in share
+    # No exception: the old words stay.
+    assert cards["request_percentage"] == "all of the user's clients"
+    assert cards["consumer_byte_rate"] == "this user + client id"
+    at = run_app(query={"user": "alice", "client_id": "checkout-api"})
+    assert _cards(at)["producer_byte_rate"] == "this user + client id"
