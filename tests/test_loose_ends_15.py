@@ -8,6 +8,10 @@ import time
 from tests.app_steps import run_app, texts
 from tests.test_app import env, sandbox  # noqa: F401  (fixtures)
 from tests.test_app_live import _wait_for, endpoint  # noqa: F401  (fixture)
+from tests.test_membership import endpoint as _membership_endpoint
+
+#: A real metrics endpoint (tests/test_membership.py's), under its own name here.
+metrics_endpoint = _membership_endpoint
 
 
 def test_the_connection_card_turns_amber_when_the_cluster_stops_answering(sandbox):  # noqa: F811
@@ -81,3 +85,29 @@ def test_answer_cards_name_who_an_entry_takes_out_of_a_shared_bucket(sandbox):  
     assert cards["consumer_byte_rate"] == "this user + client id"
     at = run_app(query={"user": "alice", "client_id": "checkout-api"})
     assert _cards(at)["producer_byte_rate"] == "this user + client id"
+
+
+def test_cli_resolve_metrics_reports_the_quota_window(tmp_path, metrics_endpoint):
+    """--resolve --metrics: JSON gives the window the verdict used (num, size_s, source) and
+    keeps its keys; text names it once, even for several clients."""
+    import json
+
+    from tests.cli_steps import run, sandbox_with
+    from tests.test_membership import QUOTAS
+
+    store = sandbox_with(tmp_path / "q.sqlite", QUOTAS)
+    base = ("--sandbox", store, "--resolve", "--user", "alice", "--client-id", "checkout-api",
+            "--metrics", f"b1={metrics_endpoint}")
+    code, out, err = run(*base, "--output", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["window"] == {"num": 11, "size_s": 1,
+                             "source": "Kafka's defaults: the sandbox has no brokers"}
+    assert {"entity", "assumptions", "quotas", "ladder", "bucket"} <= set(doc)
+    code, out, err = run(*base, "--client-id", "batch-export", "--output", "plain")
+    assert code == 0, err
+    assert out.count("quota window") == 1, out
+    assert "quota window 11 × 1 s (Kafka's defaults: the sandbox has no brokers)" in out
+    # Without --metrics there is no verdict on live figures: no window.
+    code, out, err = run(*base[:-2], "--output", "json")
+    assert code == 0 and "window" not in json.loads(out), err
