@@ -104,6 +104,9 @@ def test_resolve_tells_one_story_for_a_client_beside_a_throttled_shared_bucket(
         assert re.search(r"No broker reports traffic of client id 'checkout-api' of user "
                          r"'alice' on consumer_byte_rate .*controller_mutation_rate", text), text
         assert "over the last 0 min" not in text
+        # "In plain words": who shares and what to change sit under their key's bullet (they
+        # were a run of un-keyed "It has this allowance to itself" lines after the list).
+        expect(main.locator(".qc-key-story")).to_have_count(4)
         # The whole page in one picture: Streamlit's main area scrolls inside the viewport.
         page.set_viewport_size({"width": 1500, "height": 3800})
         expect(main.locator(".js-plotly-plot").first).to_be_visible()
