@@ -111,3 +111,50 @@ def test_cli_resolve_metrics_reports_the_quota_window(tmp_path, metrics_endpoint
     # Without --metrics there is no verdict on live figures: no window.
     code, out, err = run(*base[:-2], "--output", "json")
     assert code == 0 and "window" not in json.loads(out), err
+
+
+def test_another_bucket_names_a_client_id_the_brokers_know_from_another_quota_type():
+    """batch-export is in {user=alice} for produce (no tag names it), but its fetch bucket is
+    its own pair (level 2): the verdict names it among {user=alice}'s client ids."""
+    from quota_core import resolve
+    from quota_core.demo import demo_quotas
+    from quota_core.live import join_usage
+    from quota_core.verdict import verdicts
+    from tests.test_membership import S
+
+    MiB = 1024 * 1024
+    quotas = demo_quotas()
+    series = [S("b1", "produce", "byte-rate", "alice", "checkout-api", 0.9 * MiB),
+              S("b1", "produce", "byte-rate", "alice", None, 2.4 * MiB),
+              S("b1", "produce", "throttle-time", "alice", None, 180.0),
+              S("b1", "fetch", "byte-rate", "alice", "batch-export", 1.0 * MiB)]
+    rows = join_usage(series, quotas)
+    [v] = verdicts(resolve(quotas, "alice", "checkout-api"), ["producer_byte_rate"], quotas,
+                   rows)
+    [other] = v.others
+    assert other.tags == ("alice", None) and other.throttled
+    assert "'batch-export'" in other.members
+    # Only this key's rows: nobody is named (the old behaviour).
+    [v] = verdicts(resolve(quotas, "alice", "checkout-api"), ["producer_byte_rate"], quotas,
+                   [r for r in rows if r.key == "producer_byte_rate"])
+    assert "'batch-export'" not in v.others[0].members
+
+
+def test_keys_without_traffic_are_one_sentence():
+    from quota_core import resolve
+    from quota_core.demo import demo_quotas
+    from quota_core.story import quiet_story
+    from quota_core.verdict import verdicts
+
+    quotas = demo_quotas()
+    found = verdicts(resolve(quotas, "alice", "checkout-api"),
+                     ["producer_byte_rate", "consumer_byte_rate"], quotas, [])
+    quiet = quiet_story(found)
+    assert quiet.claims["throttled"] is False
+    assert quiet.claims["keys"] == ("producer_byte_rate", "consumer_byte_rate")
+    assert quiet.text == ("No broker reports traffic of client id 'checkout-api' of user "
+                          "'alice' on producer_byte_rate ({user=alice, client-id=checkout-api}) "
+                          "or consumer_byte_rate ({user=alice, client-id=checkout-api}): it is "
+                          "not throttled there.")
+    assert quiet_story(verdicts(resolve(quotas, "alice", "checkout-api"),
+                                ["producer_byte_rate"], quotas, None)) is None
