@@ -177,7 +177,7 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
             if kr.value is not None:
                 lines.append(f"{k}={_value(k, kr.value, fmt)} "
                              f"{entity_text(kr.source, fmt)}")  # type: ignore[arg-type]
-                lines.append(f"  level {kr.level}, shared by {kr.bucket.shared_by}")
+                lines.append(f"  level {kr.level}, shared by {_shared_by(r, k, quotas)}")
             if live is not None and not r.client.is_ip:
                 mine = [row for row in client_buckets(live, r.client.user or "",
                                                       r.client.client_id or "", quotas)
@@ -204,6 +204,20 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
     if window is not None and live is not None and any(not r.client.is_ip for r in resolutions):
         text += f"\nquota window {window.text()}: live rates are per broker over it\n"
     return text
+
+
+def _shared_by(r: Resolution, key: str,
+               quotas: Mapping[Entity, Mapping[str, float]] | None) -> str:
+    """Who shares the client's bucket: the bucket's words, or, where an entry takes client
+    ids (or users) out of it, the membership model's, naming them (as Resolve does)."""
+    kr = r.keys[key]
+    if quotas is None or r.client.is_ip:
+        return kr.bucket.shared_by
+    from .membership import Membership
+
+    members = Membership(quotas)
+    tags = members.tags(key, r.client.user or "", r.client.client_id or "")
+    return members.sharers(key, tags) if members.excepted(key, tags) else kr.bucket.shared_by
 
 
 def format_outcome(outcome: AlterOutcome) -> str:

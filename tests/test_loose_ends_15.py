@@ -158,3 +158,21 @@ def test_keys_without_traffic_are_one_sentence():
                           "not throttled there.")
     assert quiet_story(verdicts(resolve(quotas, "alice", "checkout-api"),
                                 ["producer_byte_rate"], quotas, None)) is None
+
+
+def test_cli_resolve_text_names_who_an_entry_takes_out_of_the_bucket(tmp_path):
+    from quota_core.demo import demo_quotas
+    from tests.cli_steps import run, sandbox_with
+
+    store = sandbox_with(tmp_path / "q.sqlite", demo_quotas())
+    code, out, err = run("--sandbox", store, "--resolve", "--user", "alice", "--client-id",
+                         "batch-export", "--output", "plain")
+    assert code == 0, err
+    lines = out.splitlines()
+    at = lines.index(next(x for x in lines if x.startswith("producer_byte_rate=")))
+    assert lines[at + 1] == ("  level 3, shared by every client id of user 'alice' except "
+                             "'checkout-api' (in a bucket of its own)"), out
+    # No exception: the old words.
+    at = lines.index(next(x for x in lines if x.startswith("request_percentage=")))
+    assert lines[at + 1] == ("  level 3, shared by every client id of user 'alice' together "
+                             "(one allowance per user)"), out
