@@ -35,6 +35,12 @@ def test_the_connection_card_turns_amber_when_the_cluster_stops_answering(sandbo
         [card] = [t for t in texts(at.sidebar.warning) if "13 quota entries" in t]
         since = time.strftime("%H:%M:%S", time.localtime(reg.health(spec).last_ok))
         assert f"not answering since {since}" in card, card
+        # The card's "described" time is the banner's "read at" (it was a caption drawn once,
+        # saying "described 0 s ago" beside a banner saying 10 s).
+        ctx = at.session_state["_quota_page_context"]
+        read = time.strftime("%H:%M:%S", time.localtime(ctx.snapshot.loaded_at))
+        assert f"described {read} (" in card, card
+        assert any(f"as read at {read}" in t for t in texts(at.main.warning))
         assert reg.health(spec).last_ok >= before - 1
     finally:
         reg._record(spec.key, None)

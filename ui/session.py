@@ -420,14 +420,11 @@ def sidebar() -> PageContext:
                 reg.drop(spec)
                 backend = None
             _connection_card(spec, snapshot)
-            c1, c2 = st.columns(2)
-            if c1.button("Refresh", key="refresh_snapshot", icon=":material/refresh:",
+            if st.button("Refresh", key="refresh_snapshot", icon=":material/refresh:",
                          help="Describe the quotas again now (otherwise every "
                               f"{ttl:.0f} s, and after every change made here)."):
                 reg.invalidate(spec)
                 st.rerun()
-            if snapshot is not None:
-                c2.caption(f"described {snapshot.age_s:.0f} s ago in {snapshot.took_s:.2f} s")
         identity = _identity(policy)
     ctx = PageContext(spec, backend, snapshot, error, policy, identity.name, identity, audit,
                       specs)
@@ -472,6 +469,10 @@ def _card(spec: ConnectionSpec, snapshot: Snapshot | None) -> None:
         lines.append(f"cluster id {code(info.cluster_id or '?')} · {brokers} "
                      f"broker{'s' if brokers != '1' else ''}")
         lines.append(f"{len(snapshot.quotas):,} quota entries")
+    if snapshot is not None:
+        # Inside the card's fragment, so its age keeps counting beside the banner's.
+        lines.append(f"described {_clock(snapshot.loaded_at)} ({snapshot.age_s:.0f} s ago) "
+                     f"in {snapshot.took_s:.2f} s")
     if tone == "ok":
         st.success("  \n".join(lines), icon=":material/link:")
     elif tone == "stale":
