@@ -131,9 +131,9 @@ def main() -> int:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             # Warm both servers (first describe of the big set, imports) before timing.
             timed_load(page, bare_url, "input")
-            timed_load(page, f"{app_url}/?user=u1&client_id=c1", ".qc-ladder")
+            timed_load(page, f"{app_url}/resolve?user=u1&client_id=c1", ".qc-ladder")
             floor = [timed_load(page, bare_url, "input") for _ in range(args.runs)]
-            full = [timed_load(page, f"{app_url}/?user=u1&client_id=c1", ".qc-ladder")
+            full = [timed_load(page, f"{app_url}/resolve?user=u1&client_id=c1", ".qc-ladder")
                     for _ in range(args.runs)]
             resolve = typed_reruns(page, "Client id", args.runs, lambda i: f"c{i + 2}",
                                    "client_id")

@@ -100,7 +100,7 @@ for note in resolution.client.assumptions():
 
 # -- the answer per key ----------------------------------------------------------------------
 keys = [k for k in KEY_ORDER if k in resolution.keys]
-st.html(answers_html(resolution, keys))
+st.html(answers_html(resolution, keys, quotas))
 
 # -- live: whether this client is throttled, from its own bucket only ------------------------
 window = cluster_window(ctx.backend)
@@ -112,14 +112,18 @@ st.subheader("The ladder for this client")
 st.html(ladder_html(resolution, keys))
 
 st.subheader("In plain words")
+# Per key: the answer, then (from the same verdict as the live panel) who shares the
+# allowance and what to change, under that key's bullet, so no sentence stands without its
+# key. Escaped HTML, so names are shown as written, never as markup.
+found = {} if resolution.client.is_ip else {
+    v.key: v for v in verdicts(resolution, keys, quotas, None, window)}
 for key in keys:
     st.markdown(f"- **{key}** — {md(explain_key(resolution, key, quotas))}")
+    if key in found:
+        st.html('<div class="qc-key-story" style="margin:-8px 0 8px 1.6em">'
+                + sentences_html(x for x in client_story(found[key])
+                                 if x.kind in ("share", "change")) + "</div>")
 if not resolution.client.is_ip:
-    # Who shares the allowance and what to change, from the same verdict as the live panel;
-    # escaped HTML, so names are shown as written, never as markup.
-    shares = [x for v in verdicts(resolution, keys, quotas, None, window)
-              for x in client_story(v) if x.kind in ("share", "change")]
-    st.html(sentences_html(shares))
     st.caption("Quotas are enforced by each broker on its own: a client spread over N brokers "
                "can use up to N × the quota in total.")
     notes = shadow_notes(resolution)

@@ -110,7 +110,9 @@ def board() -> None:
         "rate": format_rate(r.key, r.rate),
         "quota": format_quota(r.key, r.quota),
         "use": None if r.utilisation is None else r.utilisation * 100,
-        "throttle ms": r.throttle_ms,
+        # Text, blank when the broker reports none: a grid shows a missing number as "None",
+        # which a person reads as a value.
+        "throttle ms": _ms(r.throttle_ms),
         "level": r.level,
         "entry": "" if r.source is None else entity_text(r.source),
         "shared by": r.shared_by if r.current else
@@ -126,9 +128,12 @@ def board() -> None:
         # Full at 100 %: above it the bar stays full and the figure says how far over.
         "use": st.column_config.ProgressColumn("use of quota", format="%.0f%%", min_value=0,
                                                max_value=100),
-        "throttle ms": st.column_config.NumberColumn(format="%d ms"),
         "resolve": st.column_config.LinkColumn("resolve", display_text="Resolve →"),
     })
+
+
+def _ms(value: float | None) -> str:
+    return "" if value is None or value != value else f"{value:,.0f} ms"
 
 
 board()

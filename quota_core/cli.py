@@ -36,6 +36,7 @@ from .serialization import dumps, format_of, import_plan, loads
 from .spec import parse_add, parse_defaults, parse_delete, parse_names
 from .keys import QUOTA_KEYS
 from .validation import is_ip_literal, unknown_key_message, validate_alterations
+from .verdict import read_window
 
 PROG = "kafka-client-quotas"
 
@@ -199,7 +200,8 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
             resolutions.append(resolve_ip(quotas, names[IP]))  # type: ignore[arg-type]
         else:
             resolutions.append(resolve(quotas, names.get(USER), names.get(CLIENT_ID)))
-    out.write(output.format_resolutions(resolutions, args.output, live, quotas))
+    window = None if live is None else read_window(backend)
+    out.write(output.format_resolutions(resolutions, args.output, live, quotas, window))
     if args.output != "json":
         for note in dict.fromkeys(n for r in resolutions for n in r.client.assumptions()):
             err.write(f"note: {note}\n")

@@ -15,11 +15,12 @@ from .entities import DEFAULT_TEXT, Entity, display_name, sanitize
 from .keys import QUOTA_KEYS, format_value, json_number
 from .live import BucketUsage, client_buckets
 from .resolution import Resolution
+from .throttle import QuotaWindow
 from .units import format_exact, format_quota, format_rate
 
 __all__ = ["format_describe", "format_resolutions", "format_outcome", "resolution_to_json",
            "live_for_key", "format_throttled", "entity_text", "format_parsed",
-           "format_alteration", "format_plan", "format_key_change"]
+           "format_alteration", "format_plan", "format_key_change", "window_json"]
 
 #: Output formats of the CLI.
 FORMATS = ("text", "plain", "json")
@@ -149,13 +150,25 @@ def _live_text(key: str, row: BucketUsage) -> str:
     return f"  live {row.broker}: {rate} of {format_quota(key, row.quota)}{share}, {throttle}"
 
 
+def window_json(window: QuotaWindow) -> dict:
+    """The quota window a verdict used: ``{"num": 11, "size_s": 1, "source": "…"}``."""
+    return {"num": window.samples, "size_s": window.sample_s, "source": window.source}
+
+
 def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
                        live: Sequence[BucketUsage] | None = None,
-                       quotas: Mapping[Entity, Mapping[str, float]] | None = None) -> str:
+                       quotas: Mapping[Entity, Mapping[str, float]] | None = None,
+                       window: QuotaWindow | None = None) -> str:
     """``quotas`` (the quota set resolved against) decides each client's one bucket per key
-    for the live figures; without it every bucket shape that could hold the client shows."""
+    for the live figures; without it every bucket shape that could hold the client shows.
+    ``window`` is the brokers' quota window the live verdict used: JSON gives it as
+    ``window`` on each client with live figures, text names it once, at the end."""
     if fmt == "json":
         docs = [resolution_to_json(r, live, quotas) for r in resolutions]
+        if window is not None and live is not None:
+            for doc, r in zip(docs, resolutions):
+                if not r.client.is_ip:
+                    doc["window"] = window_json(window)
         return _json(docs[0] if len(docs) == 1 else docs)
     blocks = []
     for r in resolutions:
@@ -164,7 +177,7 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
             if kr.value is not None:
                 lines.append(f"{k}={_value(k, kr.value, fmt)} "
                              f"{entity_text(kr.source, fmt)}")  # type: ignore[arg-type]
-                lines.append(f"  level {kr.level}, shared by {kr.bucket.shared_by}")
+                lines.append(f"  level {kr.level}, shared by {_shared_by(r, k, quotas)}")
             if live is not None and not r.client.is_ip:
                 mine = [row for row in client_buckets(live, r.client.user or "",
                                                       r.client.client_id or "", quotas)
@@ -187,7 +200,24 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
         if len(resolutions) > 1:
             lines.insert(0, _client_header(r, fmt))
         blocks.append("".join(line + "\n" for line in lines))
-    return "\n".join(b for b in blocks if b)
+    text = "\n".join(b for b in blocks if b)
+    if window is not None and live is not None and any(not r.client.is_ip for r in resolutions):
+        text += f"\nquota window {window.text()}: live rates are per broker over it\n"
+    return text
+
+
+def _shared_by(r: Resolution, key: str,
+               quotas: Mapping[Entity, Mapping[str, float]] | None) -> str:
+    """Who shares the client's bucket: the bucket's words, or, where an entry takes client
+    ids (or users) out of it, the membership model's, naming them (as Resolve does)."""
+    kr = r.keys[key]
+    if quotas is None or r.client.is_ip:
+        return kr.bucket.shared_by
+    from .membership import Membership
+
+    members = Membership(quotas)
+    tags = members.tags(key, r.client.user or "", r.client.client_id or "")
+    return members.sharers(key, tags) if members.excepted(key, tags) else kr.bucket.shared_by
 
 
 def format_outcome(outcome: AlterOutcome) -> str:

@@ -19,7 +19,7 @@ from .units import format_quota, format_rate
 from .verdict import BrokerFigure, KeyVerdict, tags_entity
 
 __all__ = ["Sentence", "client_story", "bucket_details", "others_story", "set_back_story",
-           "story"]
+           "story", "quiet_story"]
 
 #: Sentence kinds, in the order the page shows them.
 STATUS, ENTRY, SHARE, CHANGE, OTHER, SET_BACK = ("status", "entry", "share", "change",
@@ -208,3 +208,21 @@ def story(v: KeyVerdict) -> list[Sentence]:
     """Everything Resolve says about one key, in page order."""
     return client_story(v)[:1] + bucket_details(v) + client_story(v)[1:] + others_story(v) \
         + set_back_story(v)
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def quiet_story(found: list[KeyVerdict]) -> Sentence | None:
+    """One sentence for every key whose bucket no broker reports traffic in (instead of one
+    per key): the client is not throttled on them. None when there is no such key."""
+    quiet = [v for v in found if v.brokers is not None and not v.brokers and v.limit is not None]
+    if not quiet:
+        return None
+    who = _client(quiet[0])
+    keys = [f"{v.key} ({_bucket(v.bucket)})" for v in quiet]
+    return Sentence(STATUS, f"No broker reports traffic of {who} on {_listed(keys)}: it is not "
+                            f"throttled there.",
+                    {"subject": "client", "throttled": False, "brokers": (),
+                     "keys": tuple(v.key for v in quiet)})

@@ -19,7 +19,20 @@ from .shadows import applies_to_other_client_ids
 from .throttle import DEFAULT_WINDOW, QuotaWindow
 
 __all__ = ["BrokerFigure", "OtherBucket", "KeyVerdict", "key_verdict", "verdicts",
-           "tags_entity"]
+           "tags_entity", "read_window"]
+
+
+def read_window(backend) -> QuotaWindow:
+    """The brokers' quota window behind ``backend`` (``QuotaBackend.quota_window``), or
+    Kafka's defaults saying why when the brokers' settings cannot be read: a verdict never
+    fails for want of it."""
+    from .errors import QuotaError
+
+    try:
+        return backend.quota_window()
+    except QuotaError as exc:
+        return QuotaWindow(source=f"Kafka's defaults: the brokers' settings could not be "
+                                  f"read ({exc})")
 
 
 
@@ -177,7 +190,9 @@ def key_verdict(resolution: Resolution, key: str, quotas: Mapping[Entity, Mappin
         mine = [r for r in rows if r.key == key]
         own, other = split_rows(mine, members, user, client_id)
         brokers = tuple(BrokerFigure.of(r, window) for r in sorted(own, key=lambda r: r.broker))
-        pairs = set(known) | {(r.user, r.client_id) for r in mine if r.user and r.client_id}
+        # The clients the brokers name: a pair bucket of any quota type (batch-export's own
+        # fetch bucket names it, while its produce bucket is {user=alice}).
+        pairs = set(known) | {(r.user, r.client_id) for r in rows if r.user and r.client_id}
         pairs |= {(e.name(USER), e.name(CLIENT_ID)) for e in quotas
                   if e.has(USER) and e.has(CLIENT_ID) and e.name(USER) is not None
                   and e.name(CLIENT_ID) is not None}

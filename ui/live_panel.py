@@ -13,9 +13,9 @@ import streamlit as st
 from quota_core.live import KEY_OF_TYPE, gather, join_usage
 from quota_core.membership import Membership
 from quota_core.resolution import Resolution
-from quota_core.story import bucket_details, client_story, others_story
+from quota_core.story import bucket_details, client_story, others_story, quiet_story
 from quota_core.throttle import DEFAULT_WINDOW
-from quota_core.verdict import verdicts
+from quota_core.verdict import tags_entity, verdicts
 
 from .charts import rate_vs_quota
 from .live import feed
@@ -54,17 +54,31 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window) -> Non
         st.warning(md(f"{label}: {error}"), icon=":material/cloud_off:")
     rows = join_usage(latest.series, quotas)
     found = verdicts(resolution, keys, quotas, rows, window)
+    span = latest.at - history[0].at
     st.caption(f"As of {time.strftime('%H:%M:%S', time.localtime(latest.at))} "
                f"({time.time() - latest.at:.0f} s ago), over the last "
-               f"{(latest.at - history[0].at) / 60:.0f} min; per broker, never summed; "
-               f"quota window {window.text()}.")
-    st.html(sentences_html(s for v in found
-                           for s in [*client_story(v)[:1], *bucket_details(v)]
-                           if s.kind == "status"))
-    others = [s for v in found for s in others_story(v)]
-    if others:
-        st.markdown("**Other buckets under the same user or client id** (not this client's)")
-        st.html(sentences_html(others))
+               + (f"{span:.0f} s" if span < 120 else f"{span / 60:.0f} min")
+               + f"; per broker, never summed; quota window {window.text()}.")
+    # Keys with traffic: the status, then (for a shared bucket) who sends what in it; the
+    # figures of an own bucket are in the status already. Keys without: one sentence.
+    busy = [v for v in found if v.brokers or v.limit is None]
+    quiet = quiet_story(found)
+    st.html(sentences_html([s for v in busy
+                            for s in [*client_story(v)[:1], *(bucket_details(v) if v.shared
+                                                              else [])]
+                            if s.kind == "status"] + ([quiet] if quiet else [])))
+    # Apart: what else is throttled under the same user or client id; the others, one line.
+    hot = [(v, o) for v in found for o in v.others if o.throttled]
+    if hot:
+        st.markdown("**Throttled in other buckets under the same user or client id** "
+                    "(not this client's)")
+        st.html(sentences_html(s for v in found for s in others_story(v)
+                               if s.claims.get("throttled")))
+    calm = [f"{tags_entity(o.tags).display()} ({v.key})" for v in found for o in v.others
+            if not o.throttled]
+    if calm:
+        st.caption(md("Other buckets under the same user or client id, not throttled: "
+                      + ", ".join(calm) + "."))
     # The quota is today's for every point (the quota set as read now); rates come from each
     # scrape, filtered to this client's own bucket per key without resolving again.
     members = Membership(quotas)

@@ -6,11 +6,12 @@ Names are escaped everywhere HTML is built (they are user input).
 from __future__ import annotations
 
 from html import escape
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from quota_core.browse import ALL_KEYS, DEFAULT_LABEL
 from quota_core.entities import Entity, display_name
 from quota_core.keys import QUOTA_KEYS, format_value
+from quota_core.membership import Membership, kind_of_tags
 from quota_core.resolution import LADDER, Resolution
 from quota_core.units import (format_bytes, format_editable, format_exact, format_quota,
                               format_rate)
@@ -75,11 +76,29 @@ def _cell_value(key: str, value: float) -> str:
     return f"{format_value(value)}/s"
 
 
-def answers_html(resolution: Resolution, keys: Iterable[str]) -> str:
-    """One card per key: the effective quota, the level and entry that set it, who shares it.
+def _sharers(resolution: Resolution, key: str, members: Membership | None) -> str:
+    """Who shares the client's bucket for ``key``, from the one membership model (the same
+    words as Resolve's story when an entry takes names out of a shared bucket)."""
+    kind = resolution.keys[key].bucket.kind
+    if members is None or resolution.client.is_ip:
+        return BUCKET_WORDS.get(kind, "this ip")
+    user, client_id = resolution.client.user or "", resolution.client.client_id or ""
+    tags = members.tags(key, user, client_id)
+    kind = kind_of_tags(tags) or kind
+    if members.excepted(key, tags):
+        return members.sharers(key, tags)
+    return BUCKET_WORDS.get(kind, "this ip")
+
+
+def answers_html(resolution: Resolution, keys: Iterable[str],
+                 quotas: Mapping[Entity, Mapping[str, float]] | None = None) -> str:
+    """One card per key: the effective quota, the level and entry that set it, who shares it
+    (with ``quotas``: the bucket :class:`~quota_core.membership.Membership` puts the client
+    in, naming the client ids or users an entry of their own takes out of it).
 
     One HTML block rather than a metric widget per key: ``st.metric`` makes the browser load
     and run the chart library behind its sparklines, which doubled the page's load time."""
+    members = None if quotas is None else Membership(quotas)
     cards = []
     for key in keys:
         r = resolution.keys[key]
@@ -89,7 +108,7 @@ def answers_html(resolution: Resolution, keys: Iterable[str]) -> str:
             exact = (f"{escape(exact_text(key, r.value))} · " if QUOTA_KEYS[key].is_byte_rate
                      else "")
             detail = (f'<b>level {r.level}</b> · <code>{escape(entity_text(r.source))}</code><br>'
-                      f'{exact}shared by {escape(BUCKET_WORDS.get(r.bucket.kind, "this ip"))}')
+                      f'{exact}shared by {escape(_sharers(resolution, key, members))}')
         cards.append(
             f'<div class="qc-answer" data-key="{key}" style="flex:1 1 0;min-width:190px;'
             f'border:1px solid #e3e3e3;border-radius:8px;padding:10px 14px">'

@@ -32,6 +32,7 @@ from .settings import (AccessPolicy, ConnectionSpec, access_policy, audit_path, 
                        connections, kafka_timeout, watch_every)
 
 __all__ = ["Snapshot", "PageContext", "Registry", "LockedBackend", "Health", "stale_notice",
+           "card_state",
            "registry", "sidebar", "start_run", "context",
            "secrets_dict", "connection_banner", "editing_gate"]
 
@@ -419,14 +420,11 @@ def sidebar() -> PageContext:
                 reg.drop(spec)
                 backend = None
             _connection_card(spec, snapshot)
-            c1, c2 = st.columns(2)
-            if c1.button("Refresh", key="refresh_snapshot", icon=":material/refresh:",
+            if st.button("Refresh", key="refresh_snapshot", icon=":material/refresh:",
                          help="Describe the quotas again now (otherwise every "
                               f"{ttl:.0f} s, and after every change made here)."):
                 reg.invalidate(spec)
                 st.rerun()
-            if snapshot is not None:
-                c2.caption(f"described {snapshot.age_s:.0f} s ago in {snapshot.took_s:.2f} s")
         identity = _identity(policy)
     ctx = PageContext(spec, backend, snapshot, error, policy, identity.name, identity, audit,
                       specs)
@@ -434,18 +432,53 @@ def sidebar() -> PageContext:
     return ctx
 
 
+def card_state(snapshot: Snapshot | None, health: Health) -> tuple[str, str | None]:
+    """The connection card's tone and its status line: ``("ok", None)`` while the cluster
+    answers; ``("stale", "not answering since HH:MM:SS")`` while the background watch finds
+    it silent (the same facts as :func:`stale_notice`, so card and banner agree);
+    ``("down", "unreachable")`` when it could not be read at all."""
+    if snapshot is None:
+        return "down", "unreachable"
+    if health.failing_since is None:
+        return "ok", None
+    last = health.last_ok if health.last_ok is not None else snapshot.loaded_at
+    return "stale", f"not answering since {_clock(last)}"
+
+
 def _connection_card(spec: ConnectionSpec, snapshot: Snapshot | None) -> None:
+    if snapshot is None:
+        _card(spec, snapshot)
+    else:
+        _watched_card(spec, snapshot)
+
+
+@st.fragment(run_every=5)
+def _watched_card(spec: ConnectionSpec, snapshot: Snapshot) -> None:
+    """Re-drawn every few seconds on its own, like the stale banner, so the card turns amber
+    while the banner says the cluster stopped answering."""
+    _card(spec, snapshot)
+
+
+def _card(spec: ConnectionSpec, snapshot: Snapshot | None) -> None:
     kind = {"kafka": "Kafka cluster", "sandbox": "Sandbox file"}.get(spec.kind, spec.kind)
     lines = [f"**{md(spec.label)}**", f"{kind} · {code(spec.location)}"]
+    tone, status = card_state(snapshot, registry().health(spec))
     if snapshot is not None:
         info = snapshot.info
         brokers = "?" if info.broker_count is None else str(info.broker_count)
         lines.append(f"cluster id {code(info.cluster_id or '?')} · {brokers} "
                      f"broker{'s' if brokers != '1' else ''}")
         lines.append(f"{len(snapshot.quotas):,} quota entries")
+    if snapshot is not None:
+        # Inside the card's fragment, so its age keeps counting beside the banner's.
+        lines.append(f"described {_clock(snapshot.loaded_at)} ({snapshot.age_s:.0f} s ago) "
+                     f"in {snapshot.took_s:.2f} s")
+    if tone == "ok":
         st.success("  \n".join(lines), icon=":material/link:")
+    elif tone == "stale":
+        st.warning("  \n".join(lines + [f"**{status}**"]), icon=":material/sync_problem:")
     else:
-        st.error("  \n".join(lines + ["**unreachable**"]), icon=":material/link_off:")
+        st.error("  \n".join(lines + [f"**{status}**"]), icon=":material/link_off:")
     if spec.command_config:
         st.caption(f"client properties from {code(spec.command_config)}")
     props = spec.public_properties()

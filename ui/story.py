@@ -72,8 +72,8 @@ def cluster_window(backend):
     import threading
     import time
 
-    from quota_core.errors import QuotaError
-    from quota_core.throttle import DEFAULT_WINDOW, QuotaWindow
+    from quota_core.throttle import DEFAULT_WINDOW
+    from quota_core.verdict import read_window
 
     if backend is None:
         return DEFAULT_WINDOW
@@ -82,11 +82,7 @@ def cluster_window(backend):
     if hit is not None and time.monotonic() - hit[0] < _WINDOW_TTL_S:
         return hit[1]
     lock = getattr(backend, "_lock", None) or threading.RLock()
-    try:
-        with lock:
-            window = inner.quota_window()
-    except QuotaError as exc:
-        window = QuotaWindow(source=f"Kafka's defaults: the brokers' settings could not be "
-                                    f"read ({exc})")
+    with lock:
+        window = read_window(inner)
     _WINDOWS[id(inner)] = (time.monotonic(), window)
     return window
