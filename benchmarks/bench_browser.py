@@ -108,7 +108,7 @@ def main() -> int:
 
     sys.path.insert(0, str(REPO / "benchmarks"))
     from bench_dashboard import synthetic_quotas  # the same set as the server-side figures
-    from quota_core.sandbox import SandboxBackend
+    from quota_core.backends.sandbox import SandboxBackend
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-browser-"))
     bare = tmp / "bare.py"

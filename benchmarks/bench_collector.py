@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from quota_core.metrics import parse_metrics  # noqa: E402
-from quota_core.sinks import ParquetSink  # noqa: E402
-from quota_core.telemetry import usage_samples  # noqa: E402
+from quota_core.telemetry import parse_metrics  # noqa: E402
+from quota_core.telemetry.sinks import ParquetSink  # noqa: E402
+from quota_core.telemetry.schema import usage_samples  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "metrics" / "ours.txt"
 

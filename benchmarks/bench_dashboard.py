@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from quota_core import Entity, resolve  # noqa: E402
-from quota_core.browse import (BrowseFilter, TypeMatch, display_frame, filter_frame,  # noqa: E402
-                               level_counts, quota_frame)
+from ui.browse import (BrowseFilter, TypeMatch, display_frame, filter_frame, level_counts,  # noqa: E402
+                       quota_frame)
 
 MiB = 1024 * 1024
 
@@ -94,7 +94,7 @@ def main() -> int:
     args = parser.parse_args()
     logging.getLogger("streamlit").setLevel(logging.ERROR)
 
-    from quota_core.sandbox import SandboxBackend
+    from quota_core.backends.sandbox import SandboxBackend
     from streamlit.testing.v1 import AppTest
 
     quotas = synthetic_quotas(args.entries)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from localkafka import LocalBroker, config_command_argv  # noqa: E402
 from quota_core import Alteration, Entity, Op  # noqa: E402
-from quota_core.kafka_backend import KafkaBackend  # noqa: E402
+from quota_core.backends.kafka import KafkaBackend  # noqa: E402
 
 
 def run(argv: list[str]) -> tuple[float, float, int]:

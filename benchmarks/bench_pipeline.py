@@ -9,7 +9,7 @@ entries changed half way), in a temporary directory removed at the end. Then, pe
   (``groupBy(user, client_id, quota_type).agg(sum(interval_s), max(rate), count)``);
 * the full analysis, ``pipeline.job.run`` (windows, by_client, by_entry, sizing; what_if with
   ``--what-if``), with the time of each of its phases; target: within 1.5x of the floor;
-* the same analysis in pandas in one fresh process (``pipeline.pandas_analysis``: read,
+* the same analysis in pandas in one fresh process (``benchmarks.pandas_analysis``: read,
   resolve the distinct buckets with ``bulk_resolve_buckets``, the same tables, written);
   target: Spark at least 3x faster at 10,000,000 samples;
 * the peak resident memory of the driver JVM (VmHWM of the java process, reset before each
@@ -418,7 +418,7 @@ def pandas_worker(data: str, out: str) -> dict:
     import warnings
 
     warnings.filterwarnings("ignore")
-    from pipeline.pandas_analysis import run
+    from benchmarks.pandas_analysis import run
 
     started = time.perf_counter()
     tables, times = run(data, out)

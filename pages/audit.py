@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from quota_core.audit import WRITER_STOPPED, records_csv, records_jsonl
+from quota_core.changes.audit import WRITER_STOPPED, records_csv, records_jsonl
 from quota_core.csvsafe import FORMULA_NOTE, spreadsheet_csv
 from ui.session import context
 

@@ -3,9 +3,8 @@
 import streamlit as st
 
 from quota_core import format_quota
-from quota_core.browse import (ALL_KEYS, DEFAULT_LABEL, LEVELS, BrowseFilter, TypeMatch,
-                               at_levels, export_csv, export_json, filter_frame,
-                               level_counts, sort_frame)
+from ui.browse import (ALL_KEYS, DEFAULT_LABEL, LEVELS, BrowseFilter, TypeMatch, at_levels,
+                       export_csv, export_json, filter_frame, level_counts, sort_frame)
 from quota_core.csvsafe import FORMULA_NOTE
 from quota_core.entities import entity_to_json
 from quota_core.errors import FilterError

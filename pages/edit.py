@@ -16,16 +16,17 @@ from quota_core.errors import (ConcurrentChange, EntityError, OutcomeUnknown, Qu
 from quota_core.history import client_label, duration_text
 from quota_core.history import what_if as history_what_if
 from quota_core.impact import ANY_OTHER, apply_alteration, fallback, parse_clients_csv
-from quota_core.inputs import upload_text
+from quota_core.backends.files import upload_text
 from quota_core.shadows import dead_keys
 from quota_core.live import clients_seen, join_usage
 from quota_core.settle import after_change
 from quota_core.keys import QUOTA_KEYS, keys_for
-from quota_core.workflow import apply_change, preview
+from quota_core.changes.workflow import apply_change, preview
 from ui.render import KEY_ORDER, editable_text, exact_text, traffic_rows
 from ui.history import WHAT_IF_COLUMNS, places as history_places, windows as history_windows
 from ui.live import feed
-from ui.session import context, editing_gate, registry, secrets_dict
+from ui.session import context, editing_gate, secrets_dict
+from ui.registry import registry
 from ui.form_words import form_message
 from ui.story import cluster_window
 from ui.text import code, md

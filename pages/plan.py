@@ -14,10 +14,11 @@ from quota_core.plan import (change_kind, check_plan_cluster, make_plan, plan_im
                              quota_set_hash, set_diff)
 from quota_core.serialization import format_of, read_quota_file
 from quota_core.units import format_quota
-from quota_core.workflow import apply_changes
+from quota_core.changes.workflow import apply_changes
 from ui.live import feed
 from ui.render import traffic_rows
-from ui.session import context, editing_gate, registry, secrets_dict
+from ui.session import context, editing_gate, secrets_dict
+from ui.registry import registry
 from ui.text import code, md
 
 ctx = context()

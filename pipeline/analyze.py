@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit pipeline/analyze.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     __package__ = "pipeline"  # noqa: A001 - lets the relative imports below work
 
-from quota_core.connect import NumberAction  # noqa: E402
+from quota_core.backends.open import NumberAction  # noqa: E402
 from quota_core.errors import ParseError, QuotaError  # noqa: E402
 
 __all__ = ["main", "cli_main", "parse_args", "parse_time"]
@@ -90,9 +90,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def _load_set(path: str):
-    """A quota file, bounded and strict (quota_core.inputs / serialization: size, nesting,
+    """A quota file, bounded and strict (quota_core.backends.files / serialization: size, nesting,
     one-line errors); a :class:`ParseError` (exit 2) when it is unreadable or malformed."""
-    from quota_core.inputs import IMPORT_LIMIT, read_text_file
+    from quota_core.backends.files import IMPORT_LIMIT, read_text_file
     from quota_core.serialization import format_of, loads
 
     text = read_text_file(path, "quota file", IMPORT_LIMIT, fix="Give a JSON or YAML export.")
@@ -112,7 +112,7 @@ def _kafka_client(args: argparse.Namespace) -> dict[str, str] | None:
         raise ParseError(f"--usage {args.usage} needs --kafka-bootstrap HOST:PORT.")
     config = None
     if args.command_config:
-        from quota_core.kafka_config import load_command_config
+        from quota_core.backends.kafka_config import load_command_config
 
         config = load_command_config(args.command_config)
     check_topic(args.kafka_bootstrap, args.usage.removeprefix("kafka:"), config, args.timeout)

@@ -1,7 +1,7 @@
 """The collector's Kafka topic as input: batch (the analysis) and Structured Streaming.
 
 Each message value is one JSON object, ``"record": "usage"`` or ``"quota"`` plus that
-record's columns, ``ts`` as ISO-8601 UTC text (quota_core.telemetry.topic_value). Messages
+record's columns, ``ts`` as ISO-8601 UTC text (quota_core.telemetry.schema.topic_value). Messages
 are parsed with the contract's schema (pipeline.schema), never inferred. A batch read checks
 every message once (parseable, a known record kind, a time in ``ts``) and names the first bad
 one by partition and offset.
@@ -50,11 +50,11 @@ def _jaas_quote(value: str) -> str:
 
 def client_options(config=None, timeout_s: float | None = None) -> dict[str, str]:
     """The Kafka source's ``kafka.*`` options for a ``--command-config`` (a
-    :class:`~quota_core.kafka_config.KafkaClientConfig`: SASL, TLS) and ``--timeout``.
+    :class:`~quota_core.backends.kafka_config.KafkaClientConfig`: SASL, TLS) and ``--timeout``.
 
     They are handed to Spark in-process (DataFrameReader options), never put on a command
     line or in a log line; :func:`read_topic` names only the topic in its errors."""
-    from quota_core.kafka_config import _LOGIN_MODULES
+    from quota_core.backends.kafka_config import _LOGIN_MODULES
 
     options: dict[str, str] = {}
     if timeout_s is not None:

@@ -1,5 +1,5 @@
 """The contract with the collector, as Spark sees it: checks and schemas derived from
-quota_core.telemetry's column tables and quota_core.live's quota_type -> key table.
+quota_core.telemetry.schema's column tables and quota_core.live's quota_type -> key table.
 
 Readers check a DataFrame against it (:func:`check_columns`), the Kafka reader parses message
 values with :func:`spark_schema`, writers of test data use :func:`arrow_schema`; none of them
@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from quota_core.live import KEY_OF_TYPE
-from quota_core.telemetry import SNAPSHOT_COLUMNS
-from quota_core.telemetry import USAGE_COLUMNS as _USAGE
+from quota_core.telemetry.schema import SNAPSHOT_COLUMNS
+from quota_core.telemetry.schema import USAGE_COLUMNS as _USAGE
 
 from .errors import PipelineError
 
@@ -24,7 +24,7 @@ __all__ = ["KEY_FOR_TYPE", "USAGE_COLUMNS", "QUOTA_COLUMNS", "check_columns", "s
 
 #: Which quota bounds a sample: the broker's quota type -> the quota key (the core's table).
 KEY_FOR_TYPE: dict[str, str] = dict(KEY_OF_TYPE)
-#: Column -> kind ("timestamp", "string", "double"), as quota_core.telemetry defines the
+#: Column -> kind ("timestamp", "string", "double"), as quota_core.telemetry.schema defines the
 #: contract with the collector. A "double" column accepts any numeric type (it is cast).
 USAGE_COLUMNS: dict[str, str] = dict(_USAGE)
 QUOTA_COLUMNS: dict[str, str] = dict(SNAPSHOT_COLUMNS)

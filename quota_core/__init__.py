@@ -2,9 +2,10 @@
 
 Pure logic over plain values; the backends (sandbox store, Kafka cluster) sit behind
 :class:`QuotaBackend`. Nothing here imports Streamlit or Spark, and the Kafka client is only
-imported by :mod:`quota_core.kafka_backend` when it is used.
+imported by :mod:`quota_core.backends.kafka` when it is used.
 """
-from .backend import ClusterInfo, QuotaBackend, QuotaSet, checked_alter
+from .entities import ClusterInfo, QuotaSet
+from .backends.base import QuotaBackend, checked_alter
 from .alterations import AlterOutcome, Alteration, EntityResult, Op, apply_ops, diff_alteration
 from .entities import (CLIENT_ID, DEFAULT_TEXT, ENTITY_TYPES, IP, USER, Entity, desanitize,
                        sanitize)
@@ -39,8 +40,8 @@ __all__ = [
 
 
 # Imported on first use: the CLI's start-up time is most of a describe round trip.
-_LAZY = {"SandboxBackend": ".sandbox", "bulk_resolve": ".bulk", "BulkResolution": ".bulk",
-         "open_backend": ".connect"}
+_LAZY = {"SandboxBackend": ".backends.sandbox", "bulk_resolve": ".bulk", "BulkResolution": ".bulk",
+         "open_backend": ".backends.open"}
 
 
 def __getattr__(name: str):

@@ -1,6 +1,6 @@
 """``python -m quota_core``: the kafka-client-quotas CLI."""
 import sys
 
-from .cli import main
+from .cli.main import main
 
 sys.exit(main())

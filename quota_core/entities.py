@@ -16,6 +16,8 @@ from .errors import EntityError
 from .limits import MAX_NAME_BYTES, name_length_problem
 
 __all__ = [
+    "ClusterInfo",
+    "QuotaSet",
     "USER",
     "CLIENT_ID",
     "IP",
@@ -238,3 +240,17 @@ def entity_from_json(value: str | Mapping[str, Any] | list) -> Entity:
         return Entity.from_pairs((t, n) for t, n in obj)
     raise EntityError(f"{value!r} is not an entity in JSON: expected an object such as "
                       f'{{"user":"alice","client-id":null}}.')
+
+
+#: What describe returns: every matching entity with its quotas.
+QuotaSet = dict[Entity, dict[str, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    #: "kafka" or "sandbox".
+    kind: str
+    #: Where: the bootstrap servers, or the sandbox file path.
+    location: str
+    cluster_id: str | None = None
+    broker_count: int | None = None

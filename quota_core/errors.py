@@ -137,7 +137,7 @@ class RequestRejected(BackendError):
 class MetricsError(BackendError):
     """A broker's metrics endpoint could not be fetched, or what it served is not Prometheus text.
 
-    Raised by :mod:`quota_core.metrics`; ``context`` carries the ``url`` (or ``broker`` label).
+    Raised by :mod:`quota_core.telemetry`; ``context`` carries the ``url`` (or ``broker`` label).
     """
 
 

@@ -37,7 +37,7 @@ _RATE_ATTRIBUTE = {"produce": "byte-rate", "fetch": "byte-rate", "request": "req
                    "controller_mutation": "mutation-rate"}
 
 
-class Series(Protocol):  # quota_core.metrics.QuotaSeries
+class Series(Protocol):  # quota_core.telemetry.QuotaSeries
     broker: str
     quota_type: str
     attribute: str

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .alterations import Alteration, diff_alteration
-from .backend import QuotaSet
+from .entities import QuotaSet
 from .entities import Entity
 from .keys import NON_FINITE, json_number, keys_for
 from .errors import ParseError, ValidationError

@@ -83,7 +83,7 @@ def _epoch(ts: str | float | datetime) -> float:
 def recent_changes(records: Iterable[object], now: float, window: QuotaWindow = DEFAULT_WINDOW,
                    last_throttle_ms: float = 0.0) -> list[RecentChange]:
     """The changes made within the last window: from audit records
-    (:class:`quota_core.audit.AuditRecord`, read with ``AuditLog.read()``) or any objects /
+    (:class:`quota_core.changes.audit.AuditRecord`, read with ``AuditLog.read()``) or any objects /
     mappings with ``entity`` (an Entity or its JSON), ``ts`` and ``ops`` (``[{"key": …}]``)
     or ``keys``. ``last_throttle_ms`` widens the span by the longest delay in force."""
     from .entities import entity_from_json

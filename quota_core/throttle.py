@@ -39,7 +39,7 @@ DEFAULT_SAMPLE_MS = 1000
 @dataclass(frozen=True, slots=True)
 class QuotaWindow:
     """A broker's quota window: ``quota.window.num`` samples of ``quota.window.size.seconds``
-    (DescribeConfigs; :meth:`quota_core.backend.QuotaBackend.quota_window`)."""
+    (DescribeConfigs; :meth:`quota_core.backends.base.QuotaBackend.quota_window`)."""
 
     samples: int = DEFAULT_SAMPLES
     sample_s: int = DEFAULT_SAMPLE_MS // 1000

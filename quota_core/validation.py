@@ -205,7 +205,7 @@ def broker_rejection(alteration: Alteration, *,
 
     ``resolvable(name)`` answers whether an ip entity's name is an address or a host the
     broker's ``InetAddress.getByName`` resolves: a DNS lookup, so the caller (a backend)
-    brings it and this stays pure (the sandbox passes :func:`quota_core.sandbox.host_resolves`).
+    brings it and this stays pure (the sandbox passes :func:`quota_core.backends.sandbox.host_resolves`).
 
     Mirrors ClientQuotaControlManager: duplicate keys reject the entity; entity checks; key
     and value checks for *set* ops only (a remove is never validated); NaN passes every check
@@ -253,5 +253,3 @@ def _java_entity(entity: Entity) -> str:
         f"{t}={'null' if n is None else n}" for t, n in parts) + "})"
 
 
-def all_problems(alterations: Iterable[Alteration]) -> list[Problem]:
-    return [p for a in alterations for p in alteration_problems(a)]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 MiB = 1024 * 1024
 TOPIC = "quota-console-demo"
-#: (user, client id, bytes per second offered). Quotas are in quota_core.demo.
+#: (user, client id, bytes per second offered). Quotas are in localkafka.demo.
 PRODUCERS = (
     ("alice", "checkout-api", 1.0 * MiB),   # level 1, 8 MiB/s of its own: fine
     ("alice", "batch-export", 3.0 * MiB),   # level 3 {user=alice}, 2 MiB/s: throttled

@@ -33,9 +33,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from quota_core.alterations import Alteration  # noqa: E402
-from quota_core.backend import QuotaBackend, checked_alter  # noqa: E402
-from quota_core.connect import open_backend  # noqa: E402
-from quota_core.demo import demo_quotas  # noqa: E402
+from quota_core.backends.base import QuotaBackend, checked_alter  # noqa: E402
+from quota_core.backends.open import open_backend  # noqa: E402
+from localkafka.demo import demo_quotas  # noqa: E402
 from quota_core.errors import QuotaError  # noqa: E402
 from ui.identity import nothing_configured  # noqa: E402
 from ui.settings import access_policy, connections  # noqa: E402

@@ -4,8 +4,8 @@ from __future__ import annotations
 from io import StringIO
 from pathlib import Path
 
-from quota_core.cli import main
-from quota_core.sandbox import SandboxBackend
+from quota_core.cli.main import main
+from quota_core.backends.sandbox import SandboxBackend
 
 
 def run(*argv: str) -> tuple[int, str, str]:

@@ -16,7 +16,7 @@ import pytest
 import pipeline.session
 from pipeline.analyze import cli_main
 from pipeline.kafka_source import client_options
-from quota_core.kafka_config import load_command_config
+from quota_core.backends.kafka_config import load_command_config
 
 PASSWORD = "s3cret-7f3c-9a1d"
 

@@ -16,7 +16,7 @@ from pipeline.analyze import cli_main
 from pipeline.errors import PipelineError
 from pipeline.job import run
 from pipeline.kafka_source import check_topic, client_options
-from quota_core.kafka_config import load_command_config
+from quota_core.backends.kafka_config import load_command_config
 from tests.test_pipeline_kafka import history_messages
 from tests.test_pipeline_tables import SAMPLES
 

@@ -10,9 +10,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from quota_core import Alteration, Entity
-from quota_core.audit import AuditLog
-from quota_core.demo import demo_quotas
-from quota_core.sandbox import SandboxBackend
+from quota_core.changes.audit import AuditLog
+from localkafka.demo import demo_quotas
+from quota_core.backends.sandbox import SandboxBackend
 from tests.app_steps import APP, run_app, texts
 from ui.settings import AccessPolicy, access_policy, audit_path, connections, redact
 

@@ -151,7 +151,7 @@ def test_cli_throttled_with_one_endpoint_down_exits_1(tmp_path, endpoint):
     # one line naming it, and the other endpoint's buckets still printed.
     import socket
 
-    from quota_core.demo import demo_quotas
+    from localkafka.demo import demo_quotas
     from tests.cli_steps import run, sandbox_with
 
     with socket.socket() as s:

@@ -1,4 +1,4 @@
-"""quota_core.audit: the append-only JSON-lines audit log."""
+"""quota_core.changes.audit: the append-only JSON-lines audit log."""
 from __future__ import annotations
 
 import csv
@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from quota_core import Alteration, Entity
-from quota_core.audit import AuditLog, AuditRecord, new_record, records_csv, records_jsonl
+from quota_core.changes.audit import AuditLog, AuditRecord, new_record, records_csv, records_jsonl
 from quota_core.errors import ConfigError
 
 CLUSTER = {"kind": "sandbox", "label": "test", "location": "/tmp/x.sqlite",

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 from quota_core import Alteration, Entity, Op
-from quota_core.backend import checked_alter
-from quota_core.metrics import QuotaSeries, scrape
+from quota_core.backends.base import checked_alter
+from quota_core.telemetry import QuotaSeries, scrape
 
 pytestmark = pytest.mark.kafka
 
@@ -71,7 +71,7 @@ def _one(series: list[QuotaSeries], **match) -> QuotaSeries:
 
 @pytest.fixture(scope="module")
 def backend(kafka_broker) -> Iterator[object]:
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     with KafkaBackend(kafka_broker.bootstrap, timeout_s=10) as b:
         yield b
@@ -119,7 +119,7 @@ def test_a_sasl_user_with_a_dn_name_comes_back_raw(kafka_sasl_broker):
     from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,
                                        UserScramCredentialDeletion, UserScramCredentialUpsertion)
 
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     user, password = "CN=etl,OU=data", uuid.uuid4().hex
     admin = kafka_sasl_broker.admin()

@@ -1,4 +1,4 @@
-"""quota_core.browse: the Browse table's rows, filters, levels, search, sort and exports."""
+"""ui.browse: the Browse table's rows, filters, levels, search, sort and exports."""
 from __future__ import annotations
 
 import csv
@@ -8,11 +8,10 @@ import json
 import pytest
 
 from quota_core import Entity, EntityFilter, FilterComponent, filter_quotas
-from quota_core.browse import (DEFAULT_LABEL, LEVELS, BrowseFilter, TypeMatch, at_levels,
-                               display_frame, entity_level, export_csv, export_json,
-                               filter_frame, frame_quotas, level_counts, quota_frame,
-                               natural_key, quota_rows, sort_frame)
-from quota_core.demo import demo_quotas
+from ui.browse import (DEFAULT_LABEL, LEVELS, BrowseFilter, TypeMatch, at_levels, display_frame,
+                       entity_level, export_csv, export_json, filter_frame, frame_quotas,
+                       level_counts, quota_frame, natural_key, quota_rows, sort_frame)
+from localkafka.demo import demo_quotas
 from quota_core.errors import FilterError
 from quota_core.serialization import from_document
 

@@ -20,9 +20,9 @@ import pytest
 
 from localkafka import stop_process_group
 from quota_core import diff_alteration
-from quota_core.audit import AuditLog
-from quota_core.backend import checked_alter
-from quota_core.demo import demo_quotas
+from quota_core.changes.audit import AuditLog
+from quota_core.backends.base import checked_alter
+from localkafka.demo import demo_quotas
 
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -44,7 +44,7 @@ def _kafka_usable() -> bool:
     if os.environ.get("QUOTA_BROWSER_BACKEND") == "sandbox" or not shutil.which("java"):
         return False
     try:
-        import quota_core.kafka_backend  # noqa: F401
+        import quota_core.backends.kafka  # noqa: F401
     except ImportError:
         return False
     return True
@@ -69,7 +69,7 @@ def _make_exactly(backend, target: dict) -> None:
 def backend_env(request, tmp_path):
     """Env vars that point the app at a seeded backend, and what it is."""
     if _kafka_usable():
-        from quota_core.kafka_backend import KafkaBackend
+        from quota_core.backends.kafka import KafkaBackend
 
         broker = request.getfixturevalue("kafka_broker")
         with KafkaBackend(broker.bootstrap) as backend:
@@ -80,7 +80,7 @@ def backend_env(request, tmp_path):
         with KafkaBackend(broker.bootstrap) as backend:  # leave the shared broker clean
             _make_exactly(backend, {})
     else:
-        from quota_core.sandbox import SandboxBackend
+        from quota_core.backends.sandbox import SandboxBackend
 
         path = tmp_path / "quotas.sqlite"
         with SandboxBackend(path) as backend:

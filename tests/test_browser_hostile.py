@@ -16,8 +16,8 @@ from urllib.parse import quote, urlencode
 import pytest
 
 from quota_core import Entity
-from quota_core.demo import demo_quotas
-from quota_core.sandbox import SandboxBackend
+from localkafka.demo import demo_quotas
+from quota_core.backends.sandbox import SandboxBackend
 from tests.test_app_live import _Metrics
 from tests.test_browser import expect, page, serve_app, settle, shot, type_into  # noqa: F401
 
@@ -211,7 +211,7 @@ def test_the_pages_say_the_quota_set_is_stale_when_the_broker_stops(page, tmp_pa
     if not shutil.which("java"):
         pytest.skip("needs Java for the real broker")
     from localkafka import LocalBroker
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     broker = LocalBroker(tmp_path / "broker")  # its own: this test stops it
     broker.start(timeout=120)

@@ -16,8 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from quota_core.demo import demo_quotas
-from quota_core.sandbox import SandboxBackend
+from localkafka.demo import demo_quotas
+from quota_core.backends.sandbox import SandboxBackend
 from tests.test_app_live import _line
 from tests.test_browser import expect, page, serve_app, settle, shot  # noqa: F401
 

@@ -1,6 +1,6 @@
 """The ``kafka-client-quotas`` CLI, run for real against a sandbox file.
 
-Most cases call :func:`quota_core.cli.main` in-process with StringIO streams; a few run
+Most cases call :func:`quota_core.cli.main.main` in-process with StringIO streams; a few run
 ``python -m quota_core`` and the installed console script as subprocesses. Output formats
 are asserted exactly: they are the interface scripts depend on.
 """
@@ -19,10 +19,10 @@ from hypothesis import example, HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quota_core import CLIENT_KEYS, Alteration, Entity, Op, desanitize, sanitize
-from quota_core.cli import main
-from quota_core.sandbox import SandboxBackend
+from quota_core.cli.main import main
+from quota_core.backends.sandbox import SandboxBackend
 from tests.cli_steps import run, sandbox_with, state
-from quota_core.spec import format_names
+from quota_core.cli.spec import format_names
 
 E = Entity.of
 ROOT = Path(__file__).resolve().parents[1]
@@ -626,7 +626,7 @@ def test_partial_success_names_what_was_applied(tmp_path):
         outcome = backend.alter([
             Alteration(E(ip="10.0.0.3"), (Op.set("connection_creation_rate", 1.5),)),
             Alteration(E(ip="10.0.0.4"), (Op.set("connection_creation_rate", 2.0),))])
-    from quota_core.cli import _report
+    from quota_core.cli.main import _report
 
     err = StringIO()
     assert _report(outcome, err) == 1

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from quota_core import Entity
-from quota_core.audit import DEFAULT_AUDIT_PATH, AuditLog, default_audit_path
-from quota_core.sandbox import SandboxBackend
+from quota_core.changes.audit import DEFAULT_AUDIT_PATH, AuditLog, default_audit_path
+from quota_core.backends.sandbox import SandboxBackend
 from tests.cli_steps import run, sandbox_with
 
 E = Entity.of

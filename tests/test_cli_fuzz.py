@@ -2,7 +2,7 @@
 written.
 
 Thousands of generated command lines and import files run through
-:func:`quota_core.cli.main` in-process (sandbox files in tmp, no broker), plus a few real
+:func:`quota_core.cli.main.main` in-process (sandbox files in tmp, no broker), plus a few real
 subprocess runs: invalid UTF-8 bytes in argv, and a SIGINT while the CLI waits. Run with
 ``FUZZ_REPORT=1`` to print the counts (inputs tried, tracebacks).
 """
@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quota_core import Entity
-from quota_core.cli import main
+from quota_core.cli.main import main
 from quota_core.resolution import resolve_ip
-from quota_core.sandbox import SandboxBackend
+from quota_core.backends.sandbox import SandboxBackend
 from quota_core.validation import canonical_ip
 
 E = Entity.of

@@ -20,8 +20,8 @@ import pytest
 
 from localkafka import LocalBroker, free_port
 from quota_core import Alteration, Entity, Op
-from quota_core.backend import checked_alter
-from quota_core.telemetry import from_topic_value
+from quota_core.backends.base import checked_alter
+from quota_core.telemetry.schema import from_topic_value
 
 pytestmark = pytest.mark.kafka
 REPO = Path(__file__).resolve().parent.parent
@@ -45,7 +45,7 @@ def _load(bootstrap: str, stop: threading.Event) -> None:
 
 
 def _quota(bootstrap: str) -> None:
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     with KafkaBackend(bootstrap) as backend:
         assert checked_alter(backend, [Alteration(Entity.of(client_id="collected"),

@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 from quota_core import Entity
-from quota_core.collector import Collector, Endpoint, parse_endpoints
+from quota_core.telemetry.collector import Collector, Endpoint, parse_endpoints
 from quota_core.errors import MetricsError, ParseError, SinkError
-from quota_core.metrics import QuotaSeries
-from quota_core.sandbox import SandboxBackend
-from quota_core.sinks import ParquetSink
-from quota_core.telemetry import snapshots_to_quotas
+from quota_core.telemetry import QuotaSeries
+from quota_core.backends.sandbox import SandboxBackend
+from quota_core.telemetry.sinks import ParquetSink
+from quota_core.telemetry.schema import snapshots_to_quotas
 
 MiB = 1024 * 1024
 T0 = datetime(2026, 11, 23, 23, 59, 50, tzinfo=timezone.utc).timestamp()

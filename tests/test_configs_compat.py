@@ -8,10 +8,11 @@ import math
 
 import pytest
 
-from quota_core import cli
-from quota_core.configs_compat import (CommandFailed, check_args, format_describe,
-                                       is_configs_command, java_double, java_parse_double,
-                                       parse_configs_to_be_added, parse_options)
+from quota_core.cli import main as cli
+from quota_core.cli.configs_compat import (CommandFailed, check_args, format_describe,
+                                           is_configs_command, parse_configs_to_be_added,
+                                           parse_options)
+from quota_core.java_text import java_double, java_parse_double
 from quota_core.entities import Entity
 
 
@@ -255,7 +256,7 @@ def test_alter_then_describe(sb):
 
 
 def test_alters_are_audited_like_every_writer(sb, tmp_path, monkeypatch):
-    from quota_core.audit import AuditLog, os_user
+    from quota_core.changes.audit import AuditLog, os_user
 
     log = tmp_path / "audit.jsonl"
     monkeypatch.setenv("QUOTA_AUDIT_LOG", str(log))
@@ -281,8 +282,8 @@ def _describe_users(sb) -> str:
 def test_an_alter_refuses_when_another_writer_keeps_the_lease(sb, tmp_path, monkeypatch):
     """The configs dialect takes the one write lease (issue 16): while the Edit page holds
     it, an alter waits (here 0.5 s), then refuses naming the holder, with nothing written."""
-    from quota_core import configs_compat
-    from quota_core.sandbox import SandboxBackend
+    from quota_core.cli import configs_compat
+    from quota_core.backends.sandbox import SandboxBackend
 
     log = tmp_path / "audit.jsonl"
     monkeypatch.setenv("QUOTA_AUDIT_LOG", str(log))
@@ -301,7 +302,7 @@ def test_an_alter_refuses_when_another_writer_keeps_the_lease(sb, tmp_path, monk
 def test_an_alter_waits_for_the_lease_and_applies_once_it_is_free(sb, tmp_path, monkeypatch):
     import threading
 
-    from quota_core.sandbox import SandboxBackend
+    from quota_core.backends.sandbox import SandboxBackend
 
     monkeypatch.setenv("QUOTA_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
     SandboxBackend(sb[1]).init()
@@ -348,7 +349,7 @@ def test_a_killed_alter_leaves_its_intent(sb, tmp_path):
     import sys
     from pathlib import Path
 
-    from quota_core.audit import WRITER_STOPPED, AuditLog
+    from quota_core.changes.audit import WRITER_STOPPED, AuditLog
     from tests.test_writes import _PAUSE_BEFORE_OUTCOME
 
     log = tmp_path / "audit.jsonl"

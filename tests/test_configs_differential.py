@@ -2,7 +2,7 @@
 
 Every generated command line runs through Kafka 4.3.1's own ``kafka.admin.ConfigCommand``
 (many runs in one JVM: ``tests/java/ConfigCommandHarness.java``, compiled here with ``javac``)
-and through ``quota_core.cli.main``, from the same quota state: the broker state after the
+and through ``quota_core.cli.main.main``, from the same quota state: the broker state after the
 Java run is recorded, the state is put back, ours runs, and stdout, exit code and the
 resulting state must be identical. stderr must match too, except where ConfigCommand prints a
 stack trace or its whole help text: there its first line must match (we print that line and
@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 
 from localkafka import ensure_jars, tool_argv
-from quota_core import cli
+from quota_core.cli import main as cli
 from quota_core.alterations import Alteration, Op, diff_alteration
-from quota_core.connect import open_backend
+from quota_core.backends.open import open_backend
 from quota_core.entities import Entity
 
 pytestmark = pytest.mark.kafka

@@ -22,7 +22,7 @@ import pytest
 
 from localkafka import LocalBroker, free_port
 from quota_core import Alteration, Entity, Op, RequestRejected
-from quota_core.cli import main
+from quota_core.cli.main import main
 from quota_core.errors import OutcomeUnknown
 
 PBR = "producer_byte_rate"
@@ -107,7 +107,7 @@ def test_one_refused_and_one_silent_address_is_not_failed_fast(silent_listener):
 # -- item 1: an answer over the receive limit ------------------------------------------------
 @pytest.mark.kafka
 def test_an_answer_over_the_receive_limit_is_named_not_retried(kafka_broker, monkeypatch):
-    from quota_core import kafka_backend
+    from quota_core.backends import kafka as kafka_backend
 
     entities = [Entity.of(client_id=f"receive-limit-{i:04d}") for i in range(200)]
     with kafka_backend.KafkaBackend(kafka_broker.bootstrap, timeout_s=10) as backend:
@@ -133,7 +133,7 @@ def test_an_applied_alter_whose_answer_is_lost_is_confirmed_by_describe(kafka_br
                                                                         monkeypatch):
     """Deterministic: an answer over the receive limit is dropped after the broker applied
     the change (a kill cannot be timed into that window reliably)."""
-    from quota_core import kafka_backend
+    from quota_core.backends import kafka as kafka_backend
 
     entities = [Entity.of(user=f"lost-answer-{i:02d}-" + "x" * 100) for i in range(12)]
     alterations = [Alteration(e, (Op.set(PBR, 4096.0),)) for e in entities]
@@ -155,7 +155,7 @@ def test_an_applied_alter_whose_answer_is_lost_is_confirmed_by_describe(kafka_br
 
 
 def _truth_on(broker, entities) -> dict:
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     with KafkaBackend(broker.bootstrap, timeout_s=20) as fresh:
         everything = fresh.describe()
@@ -197,7 +197,7 @@ _truth = _truth_on
 ])
 def test_a_broker_killed_after_the_alter_was_sent(mortal_broker, monkeypatch, run, entities,
                                                   delay):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     broker = mortal_broker
     value = float(1000 + len(KILLS))
@@ -258,7 +258,7 @@ def test_a_broker_killed_after_the_alter_was_sent(mortal_broker, monkeypatch, ru
 
 @pytest.mark.kafka
 def test_the_cli_exits_3_when_the_outcome_is_unknown(mortal_broker, monkeypatch, tmp_path):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     broker = mortal_broker
     monkeypatch.setattr(KafkaBackend, "_after_alter_sent", staticmethod(lambda: _kill(broker)))
@@ -278,7 +278,7 @@ def test_the_cli_exits_3_when_the_outcome_is_unknown(mortal_broker, monkeypatch,
     assert "Outcome unknown: the connection to the Kafka cluster at " in err
     assert "No answer" not in err and "was refused" not in err
     # One change: its intent (written before sending) and its outcome line, read as one.
-    from quota_core.audit import AuditLog
+    from quota_core.changes.audit import AuditLog
 
     records = [{"entity": r.entity, "outcome": r.outcome}
                for r in AuditLog(tmp_path / "audit.jsonl").read()]

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pipeline.demo_history import HistorySpec, generate, quota_sets, write_history
-from quota_core.sandbox import SandboxBackend
+from quota_core.backends.sandbox import SandboxBackend
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 

@@ -10,9 +10,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from quota_core import Entity
-from quota_core.audit import AuditLog
-from quota_core.demo import demo_quotas
-from quota_core.sandbox import SandboxBackend
+from quota_core.changes.audit import AuditLog
+from localkafka.demo import demo_quotas
+from quota_core.backends.sandbox import SandboxBackend
 from ui.identity import (LOCAL, LOCAL_MODE_NOTICE, NONE, PROXY, SIGNIN, Identity, access_mode,
                          identify, is_loopback, may_edit, setup_banner)
 from tests import app_steps

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from quota_core import Alteration, Entity, Op
-from quota_core.demo import demo_quotas
+from localkafka.demo import demo_quotas
 from quota_core.errors import ConcurrentChange, ParseError
 from quota_core.impact import (ANY_OTHER, KeyChange, apply_alteration, client_impact, client_label,
                                clients_from_entries, could_affect, ensure_unchanged,

@@ -166,7 +166,7 @@ def test_the_edit_pages_clients_upload_is_bounded():
     import csv
 
     from quota_core.impact import parse_clients_csv
-    from quota_core.inputs import upload_text
+    from quota_core.backends.files import upload_text
 
     giant = b"alice," + b"x" * 200_000 + b"\n"
     with pytest.raises(csv.Error):

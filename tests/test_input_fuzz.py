@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import pipeline.session
 from quota_core import Entity
-from quota_core.cli import main
+from quota_core.cli.main import main
 
 from .cli_steps import sandbox_with
 
@@ -113,8 +113,8 @@ def test_metrics_urls_and_numbers(world, url, timeout, mode, joined, flag):
         argv = ["collect", "--sandbox", store, "--metrics", url, "--to", str(d / "hist"),
                 *number, "--every", "0.05"]
         # a valid one would run until SIGTERM: keep only what stops at setup
-        from quota_core.collect_cli import _check, build_parser
-        from quota_core.collector import parse_endpoints
+        from quota_core.cli.collect import _check, build_parser
+        from quota_core.telemetry.collector import parse_endpoints
         import contextlib
         try:
             with contextlib.redirect_stderr(StringIO()), contextlib.redirect_stdout(StringIO()):

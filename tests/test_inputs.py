@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from quota_core.errors import ConfigError, ParseError
-from quota_core.inputs import read_bytes_file, read_text_file
-from quota_core.kafka_config import load_command_config
+from quota_core.backends.files import read_bytes_file, read_text_file
+from quota_core.backends.kafka_config import load_command_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

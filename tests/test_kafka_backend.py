@@ -19,13 +19,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from quota_core.sandbox import host_resolves
+from quota_core.backends.sandbox import host_resolves
 from quota_core import (Alteration, AuthenticationFailed, ConfigError,
                         ConnectionFailed, Entity, EntityFilter, FilterComponent, FilterError,
                         MatchType, NotAuthorized, Op, QuotaError, UnsupportedBroker,
                         broker_rejection, filter_quotas)
-from quota_core.kafka_config import (client_config, load_command_config, parse_jaas_config,
-                                     parse_properties)
+from quota_core.backends.kafka_config import (client_config, load_command_config,
+                                              parse_jaas_config, parse_properties)
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -50,7 +50,7 @@ def _closed_port() -> int:
 # -- fixtures -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def backend(kafka_broker):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     b = KafkaBackend(kafka_broker.bootstrap, timeout_s=10)
     yield b
@@ -311,7 +311,7 @@ def test_an_alter_is_visible_to_the_next_describe(backend, cleanup, uniq):
 
 @pytest.mark.kafka
 def test_info_and_close(kafka_broker):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     with KafkaBackend(kafka_broker.bootstrap, timeout_s=5) as b:
         info = b.info()
@@ -325,7 +325,7 @@ def test_info_and_close(kafka_broker):
 # -- SASL, ACLs, unreachable brokers --------------------------------------------------------
 @pytest.mark.kafka
 def test_sasl_admin_from_command_config(kafka_sasl_broker, tmp_path, uniq):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     path = kafka_sasl_broker.write_command_config(tmp_path / "admin.properties", "admin")
     entity = Entity.of(user=f"alice-{uniq}")
@@ -340,7 +340,7 @@ def test_sasl_admin_from_command_config(kafka_sasl_broker, tmp_path, uniq):
 
 @pytest.mark.kafka
 def test_wrong_password_names_the_user_not_the_password(kafka_sasl_broker, tmp_path):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     secret = f"wrong-{uuid.uuid4().hex}"
     path = tmp_path / "alice.properties"
@@ -358,7 +358,7 @@ def test_wrong_password_names_the_user_not_the_password(kafka_sasl_broker, tmp_p
 
 @pytest.mark.kafka
 def test_a_user_without_cluster_acls_is_told_which_acl_to_grant(kafka_sasl_broker):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     props = _sasl_props("alice", kafka_sasl_broker.users["alice"])
     with KafkaBackend(kafka_sasl_broker.bootstrap, props, timeout_s=10) as b:
@@ -378,7 +378,7 @@ def test_a_user_without_cluster_acls_is_told_which_acl_to_grant(kafka_sasl_broke
 
 @pytest.mark.kafka
 def test_plaintext_client_on_a_sasl_listener(kafka_sasl_broker):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     with pytest.raises(AuthenticationFailed, match="requires SASL authentication"):
         KafkaBackend(kafka_sasl_broker.bootstrap, timeout_s=5)
@@ -386,14 +386,14 @@ def test_plaintext_client_on_a_sasl_listener(kafka_sasl_broker):
 
 @pytest.mark.kafka
 def test_sasl_client_on_a_plaintext_listener(kafka_broker):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     with pytest.raises(ConfigError, match="does not use SASL"):
         KafkaBackend(kafka_broker.bootstrap, _sasl_props("alice", "pw"), timeout_s=5)
 
 
 def test_unreachable_address_fails_within_the_timeout():
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     where = f"127.0.0.1:{_closed_port()}"
     started = time.monotonic()
@@ -409,7 +409,7 @@ def test_unreachable_address_fails_within_the_timeout():
 def test_a_broker_without_the_quota_apis_is_unsupported():
     from kafka.protocol.broker_version_data import BrokerVersionData
 
-    from quota_core.kafka_backend import check_quota_apis
+    from quota_core.backends.kafka import check_quota_apis
 
     check_quota_apis(BrokerVersionData(broker_version=(2, 6)), "b:9092")
     with pytest.raises(UnsupportedBroker) as info:
@@ -422,7 +422,7 @@ def test_a_broker_without_the_quota_apis_is_unsupported():
 def test_a_broker_that_goes_away_fails_within_the_timeout(tmp_path):
     from localkafka import LocalBroker
 
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     broker = LocalBroker(tmp_path / "doomed")
     broker.start(timeout=120)
@@ -482,7 +482,7 @@ def tls_broker(tmp_path_factory):
     {"ssl.truststore.type": "PEM", "ssl.truststore.location": "CA"},
 ], ids=["ssl.ca.location", "pem-truststore"])
 def test_tls_with_a_pem_ca(tls_broker, uniq, props):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     props = {"security.protocol": "SSL",
              **{k: str(tls_broker.ca) if v == "CA" else v for k, v in props.items()}}
@@ -496,7 +496,7 @@ def test_tls_with_a_pem_ca(tls_broker, uniq, props):
 
 @pytest.mark.kafka
 def test_tls_failures_are_explained(tls_broker):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     tls = {"security.protocol": "SSL", "ssl.ca.location": str(tls_broker.ca)}
     port = tls_broker.tls_port
@@ -535,7 +535,7 @@ def _chain(exc: BaseException):
 @pytest.mark.kafka
 def test_secrets_never_appear_in_errors_reprs_or_logs(kafka_broker, kafka_sasl_broker,
                                                       tmp_path, caplog):
-    from quota_core.kafka_backend import _REDACTOR, KafkaBackend
+    from quota_core.backends.kafka import _REDACTOR, KafkaBackend
 
     caplog.set_level(logging.DEBUG)  # kafka-python logs whole requests at DEBUG
     secret = f"S3cr3t-{uuid.uuid4().hex}"

@@ -1,4 +1,4 @@
-"""kafka-python's internals, used only through quota_core.kafka_wire, are where we expect them.
+"""kafka-python's internals, used only through quota_core.backends.kafka_wire, are where we expect them.
 
 These are not kafka-python's public API. When an upgrade moves any of them, this fails first,
 naming what moved, instead of the backend failing obscurely on a real cluster.
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from quota_core import kafka_wire
+from quota_core.backends import kafka_wire
 
 # Every internal name kafka_backend touches: (object, attribute).
 USED = [
@@ -37,7 +37,7 @@ USED = [
 def test_the_pinned_kafka_python_is_installed():
     installed = importlib.metadata.version("kafka-python")
     assert installed == kafka_wire.KAFKA_PYTHON_VERSION, (
-        f"kafka-python {installed} is installed but quota_core.kafka_wire was written against "
+        f"kafka-python {installed} is installed but quota_core.backends.kafka_wire was written against "
         f"{kafka_wire.KAFKA_PYTHON_VERSION}: re-check every name in tests/test_kafka_wire.py, "
         f"then update KAFKA_PYTHON_VERSION and requirements.txt together.")
 
@@ -60,7 +60,7 @@ def test_constructor_keywords_still_accepted():
 
 
 def test_the_package_init_is_deferred_but_still_works():
-    code = ("import sys, quota_core.kafka_wire;"
+    code = ("import sys, quota_core.backends.kafka_wire;"
             "print('kafka.consumer' in sys.modules);"
             "from kafka import KafkaProducer;"
             "print(KafkaProducer.__name__, 'kafka.consumer' in sys.modules)")

@@ -12,7 +12,7 @@ import random
 import pytest
 
 from quota_core import ladder
-from quota_core.browse import entity_level
+from ui.browse import entity_level
 from quota_core.bulk import bulk_resolve, bulk_resolve_buckets
 from quota_core.entities import Entity
 from quota_core.impact import could_affect

@@ -13,7 +13,7 @@ MiB = 1024 * 1024
 
 
 @dataclass(frozen=True)
-class S:  # the shape of quota_core.metrics.QuotaSeries
+class S:  # the shape of quota_core.telemetry.QuotaSeries
     broker: str
     quota_type: str
     attribute: str

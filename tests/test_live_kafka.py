@@ -21,9 +21,9 @@ import pytest
 
 from localkafka import tool_argv
 from quota_core import Alteration, Entity, Op
-from quota_core.backend import checked_alter
+from quota_core.backends.base import checked_alter
 from quota_core.live import join_usage
-from quota_core.metrics import scrape
+from quota_core.telemetry import scrape
 
 pytestmark = pytest.mark.kafka
 
@@ -39,7 +39,7 @@ FIGURES: dict[str, object] = {}
 @pytest.fixture(scope="module")
 def setup(kafka_sasl_broker, tmp_path_factory):
     from confluent_kafka.admin import NewTopic
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     tmp = tmp_path_factory.mktemp("live")
     admin_props = kafka_sasl_broker.write_command_config(tmp / "admin.properties", "admin")

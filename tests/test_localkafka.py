@@ -89,7 +89,7 @@ def test_plaintext_broker_answers_and_is_loopback_only(kafka_broker: LocalBroker
 
 
 def test_metrics_endpoint_serves_our_quota_rules(kafka_broker: LocalBroker) -> None:
-    from quota_core.metrics import fetch_text
+    from quota_core.telemetry import fetch_text
 
     assert kafka_broker.metrics_url == f"http://127.0.0.1:{kafka_broker.metrics_port}/metrics"
     text = fetch_text(kafka_broker.metrics_url)

@@ -15,7 +15,7 @@ metrics_endpoint = _membership_endpoint
 
 
 def test_the_connection_card_turns_amber_when_the_cluster_stops_answering(sandbox):  # noqa: F811
-    from ui.session import registry
+    from ui.registry import registry
 
     at = run_app()
     assert any("13 quota entries" in t for t in texts(at.sidebar.success))
@@ -72,7 +72,7 @@ def _cards(at) -> dict[str, str]:
 
 def test_answer_cards_name_who_an_entry_takes_out_of_a_shared_bucket(sandbox):  # noqa: F811
     from quota_core import resolve
-    from quota_core.demo import demo_quotas
+    from localkafka.demo import demo_quotas
     from quota_core.story import client_story
     from quota_core.verdict import verdicts
 
@@ -123,7 +123,7 @@ def test_another_bucket_names_a_client_id_the_brokers_know_from_another_quota_ty
     """batch-export is in {user=alice} for produce (no tag names it), but its fetch bucket is
     its own pair (level 2): the verdict names it among {user=alice}'s client ids."""
     from quota_core import resolve
-    from quota_core.demo import demo_quotas
+    from localkafka.demo import demo_quotas
     from quota_core.live import join_usage
     from quota_core.verdict import verdicts
     from tests.test_membership import S
@@ -148,7 +148,7 @@ def test_another_bucket_names_a_client_id_the_brokers_know_from_another_quota_ty
 
 def test_keys_without_traffic_are_one_sentence():
     from quota_core import resolve
-    from quota_core.demo import demo_quotas
+    from localkafka.demo import demo_quotas
     from quota_core.story import quiet_story
     from quota_core.verdict import verdicts
 
@@ -167,7 +167,7 @@ def test_keys_without_traffic_are_one_sentence():
 
 
 def test_cli_resolve_text_names_who_an_entry_takes_out_of_the_bucket(tmp_path):
-    from quota_core.demo import demo_quotas
+    from localkafka.demo import demo_quotas
     from tests.cli_steps import run, sandbox_with
 
     store = sandbox_with(tmp_path / "q.sqlite", demo_quotas())

@@ -18,7 +18,7 @@ E = Entity.of
 
 
 @dataclass(frozen=True)
-class S:  # the shape of quota_core.metrics.QuotaSeries
+class S:  # the shape of quota_core.telemetry.QuotaSeries
     broker: str
     quota_type: str
     attribute: str
@@ -100,7 +100,8 @@ def test_own_bucket_only_and_the_shared_one_as_another_bucket():
 def test_cli_resolve_metrics_json_reports_only_the_own_bucket(tmp_path):
     """--resolve --metrics … --output json for (alice, checkout-api): not throttled, one
     bucket, and {user=alice} listed apart as another bucket (was: throttled, both)."""
-    from quota_core import output, resolve
+    from quota_core.cli import output
+    from quota_core import resolve
 
     rows = join_usage(SERIES, QUOTAS)
     doc = json.loads(output.format_resolutions([resolve(QUOTAS, "alice", "checkout-api")],
@@ -126,7 +127,7 @@ def test_throttled_marks_an_old_shape_bucket():
                        S("b1", "produce", "throttle-time", "alice", None, 500.0)], quotas)
     [row] = throttled_rows(rows)
     assert row.current is False
-    from quota_core.output import format_throttled
+    from quota_core.cli.output import format_throttled
 
     assert "no client is in this bucket now" in format_throttled([row], "plain")
     assert json.loads(format_throttled([row], "json"))[0]["current"] is False
@@ -222,7 +223,8 @@ def test_edit_preview_does_not_judge_a_bucket_its_clients_leave():
 
 
 def test_cli_text_lists_the_other_bucket_apart():
-    from quota_core import output, resolve
+    from quota_core.cli import output
+    from quota_core import resolve
 
     rows = join_usage(SERIES, QUOTAS)
     text = output.format_resolutions([resolve(QUOTAS, "alice", "checkout-api")], "plain",

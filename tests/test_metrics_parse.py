@@ -1,4 +1,4 @@
-"""quota_core.metrics reads client-quota series from Prometheus text, whichever rule set made it.
+"""quota_core.telemetry reads client-quota series from Prometheus text, whichever rule set made it.
 
 The fixtures under ``tests/fixtures/metrics`` are real scrapes of a localkafka broker (Kafka
 4.3.1, SASL/SCRAM, jmx_prometheus_javaagent 1.0.1), one run per rules file, each with the same
@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 from quota_core.entities import sanitize
 from quota_core.errors import BackendError, MetricsError, QuotaError
-from quota_core.metrics import (ATTRIBUTES, QUOTA_TYPES, RULES, QuotaSeries, fetch_text,
-                                jmx_unquote, parse_metrics, scrape)
+from quota_core.telemetry import (ATTRIBUTES, QUOTA_TYPES, RULES, QuotaSeries, fetch_text,
+                                  jmx_unquote, parse_metrics, scrape)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "metrics"
 RULES_FILE = Path(__file__).resolve().parent.parent / "scripts" / "kafka" / "jmx-quota-rules.yaml"

@@ -1,7 +1,7 @@
 """The collector's Kafka topic as input, on the real local broker: batch and streaming.
 
 The hand-checked history of test_pipeline_tables is produced as the collector would
-(quota_core.telemetry.topic_value, one JSON message per record) and read back by the job
+(quota_core.telemetry.schema.topic_value, one JSON message per record) and read back by the job
 (``--usage kafka:TOPIC``) and by a Structured Streaming query (availableNow trigger).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pipeline.errors import PipelineError
 from pipeline.job import run
 from pipeline.kafka_source import stream_windows
 from quota_core.entities import Entity
-from quota_core.telemetry import topic_value
+from quota_core.telemetry.schema import topic_value
 from tests.test_pipeline_tables import SAMPLES, WINDOWS, quota_frame, sample, usage_frame
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from quota_core import Entity
-from quota_core.audit import AuditLog
+from quota_core.changes.audit import AuditLog
 from quota_core.errors import AlterationError, ParseError
 from quota_core.plan import (PLAN_FORMAT, make_plan, plan_document, plan_impact, quota_set_hash,
                              read_plan)
-from quota_core.sandbox import SandboxBackend
+from quota_core.backends.sandbox import SandboxBackend
 from tests.cli_steps import run, sandbox_with, state
 from quota_core.serialization import dumps, read_quota_file
 

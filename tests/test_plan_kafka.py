@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from quota_core.audit import AuditLog
+from quota_core.changes.audit import AuditLog
 
 pytestmark = pytest.mark.kafka
 

@@ -13,7 +13,7 @@ from html import unescape
 import pytest
 
 from quota_core import Entity
-from quota_core.sandbox import SandboxBackend
+from quota_core.backends.sandbox import SandboxBackend
 from tests.app_steps import run_app, texts
 from tests.test_app import env  # noqa: F401 - the fixture
 from tests.test_membership import endpoint  # noqa: F401 - the fixture

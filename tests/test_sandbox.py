@@ -13,9 +13,9 @@ import pytest
 
 from quota_core import (AlterationError, Alteration, Entity, EntityFilter, FilterComponent,
                         FilterError, Op)
-from quota_core.backend import checked_alter
+from quota_core.backends.base import checked_alter
 from quota_core.errors import ConnectionFailed
-from quota_core.sandbox import SandboxBackend
+from quota_core.backends.sandbox import SandboxBackend
 from quota_core.validation import is_ip_literal
 
 E = Entity.of

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from quota_core import Entity
-from quota_core.cli import main
+from quota_core.cli.main import main
 from quota_core.errors import ConnectionFailed
-from quota_core.sandbox import SandboxBackend
+from quota_core.backends.sandbox import SandboxBackend
 
 E = Entity.of
 READS = [["--describe"], ["--describe", "--user", "alice"], ["--resolve", "--user", "alice",

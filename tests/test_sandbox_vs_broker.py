@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from quota_core import QuotaError
-from quota_core.sandbox import SandboxBackend
+from quota_core.backends.sandbox import SandboxBackend
 
 from .differential import Step, generated_steps
 
@@ -48,7 +48,7 @@ def test_sequence_covers_what_it_should():
 
 
 def test_sandbox_matches_broker(kafka_broker, tmp_path):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     sandbox = SandboxBackend(tmp_path / "model.sqlite")
     broker = KafkaBackend(kafka_broker.bootstrap)

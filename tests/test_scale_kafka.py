@@ -21,9 +21,9 @@ import pytest
 
 from localkafka import LocalBroker
 from quota_core import Alteration, Entity, EntityError, Op
-from quota_core.cli import main
+from quota_core.cli.main import main
 from quota_core.limits import MAX_RECORDS_PER_REQUEST, POLICY_VIOLATION_MESSAGE, request_batches
-from quota_core.sandbox import SandboxBackend
+from quota_core.backends.sandbox import SandboxBackend
 
 PBR = "producer_byte_rate"
 SEEDED = 30_000
@@ -47,7 +47,7 @@ def big_broker(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def seeded(big_broker):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     with KafkaBackend(big_broker.bootstrap, timeout_s=60) as backend:
         started = time.monotonic()
@@ -72,7 +72,7 @@ def test_one_alter_of_30000_entities_is_split_and_applied(seeded):
 
 @pytest.mark.kafka
 def test_describe_resolve_and_export_of_30000_entries(seeded):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     broker, _ = seeded
     with KafkaBackend(broker.bootstrap, timeout_s=60) as backend:
@@ -95,7 +95,7 @@ def test_describe_resolve_and_export_of_30000_entries(seeded):
 @pytest.mark.kafka
 def test_the_broker_refuses_one_request_over_10000_changed_keys_and_so_does_the_sandbox(
         seeded, tmp_path):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     broker, _ = seeded
     over = _users("over", MAX_RECORDS_PER_REQUEST + 1)
@@ -184,7 +184,7 @@ def test_names_longer_than_a_broker_holds_are_refused(name, ok):
 @pytest.mark.kafka
 def test_the_longest_name_round_trips_and_a_longer_one_is_refused_on_both_backends(
         kafka_broker, tmp_path):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     longest = "é" * 16_383 + "a"  # 32,767 bytes
     with KafkaBackend(kafka_broker.bootstrap, timeout_s=5) as backend:

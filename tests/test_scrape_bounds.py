@@ -17,8 +17,8 @@ from typing import Iterator
 import pytest
 
 from quota_core.errors import MetricsError, ScrapeLimitExceeded
-from quota_core.metrics import scrape
-from quota_core.metrics.scrape import MAX_BYTES, MAX_LINE, MAX_SERIES, fetch_text, url_problem
+from quota_core.telemetry import scrape
+from quota_core.telemetry.scrape import MAX_BYTES, MAX_LINE, MAX_SERIES, fetch_text, url_problem
 
 SAMPLE = 'kafka_quota_byte_rate{{quota_type="produce",user="u{i}",client_id="app"}} 1.0\n'
 STOP = threading.Event()

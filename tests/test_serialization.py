@@ -216,8 +216,8 @@ def test_non_finite_values_stay_strict_json(tmp_path):
     import math
 
     from quota_core import Alteration, Entity, Op
-    from quota_core.cli import main
-    from quota_core.sandbox import SandboxBackend
+    from quota_core.cli.main import main
+    from quota_core.backends.sandbox import SandboxBackend
 
     path = tmp_path / "q.sqlite"
     with SandboxBackend(path) as store:

@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 import pytest
 
 from quota_core import Alteration, Entity, Op
-from quota_core.audit import AuditLog, new_record
-from quota_core.sandbox import SandboxBackend
+from quota_core.changes.audit import AuditLog, new_record
+from quota_core.backends.sandbox import SandboxBackend
 from quota_core.settle import changed_lately, recent_changes, settle_text, throttling_ends
 from quota_core.throttle import DEFAULT_WINDOW, QuotaWindow, estimate_throttle
 

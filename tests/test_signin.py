@@ -21,9 +21,9 @@ import pytest
 
 from localkafka import stop_process_group
 from quota_core import Entity
-from quota_core.audit import AuditLog
-from quota_core.demo import demo_quotas
-from quota_core.sandbox import SandboxBackend
+from quota_core.changes.audit import AuditLog
+from localkafka.demo import demo_quotas
+from quota_core.backends.sandbox import SandboxBackend
 
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from quota_core import Alteration, Entity, Op, resolve
-from quota_core.backend import checked_alter
+from quota_core.backends.base import checked_alter
 
 pytestmark = pytest.mark.kafka
 
@@ -32,7 +32,7 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 
 @pytest.fixture(scope="module")
 def admin_backend(kafka_sasl_broker, tmp_path_factory):
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     props = kafka_sasl_broker.write_command_config(
         tmp_path_factory.mktemp("throttle") / "admin.properties", "admin")

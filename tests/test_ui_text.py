@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, strategies as st
 
 from quota_core import Alteration, Entity, alteration_problems, diff_alteration, parse_quota_value
-from quota_core.browse import export_csv, quota_frame
+from ui.browse import export_csv, quota_frame
 from quota_core.csvsafe import spreadsheet_cell
 from quota_core.errors import QuotaError
-from quota_core.sandbox import SandboxBackend
+from quota_core.backends.sandbox import SandboxBackend
 from tests.app_steps import run_app, texts
 from tests.test_app import env, ladder, sandbox  # noqa: F401  (fixtures)
 from ui.form_words import form_message
@@ -185,7 +185,7 @@ def test_sizing_rows_round_up_in_page_units_and_now_is_the_clusters():
 
 # -- the stale banner's words (the watch itself: test_browser_hostile's broker stop) ----------
 def test_stale_notice_says_since_when():
-    from ui.session import Health, Snapshot, stale_notice
+    from ui.registry import Health, Snapshot, stale_notice
 
     snap = Snapshot({}, None, None, loaded_at=1000.0, took_s=0.1)
     assert stale_notice(snap, Health(last_ok=1010.0)) is None  # it answers: no banner
@@ -197,7 +197,7 @@ def test_stale_notice_says_since_when():
 
 
 def test_audit_csv_export_neutralises_formulas_too(sandbox):
-    from quota_core.audit import records_csv
+    from quota_core.changes.audit import records_csv
     from quota_core.csvsafe import spreadsheet_csv
     from tests.test_audit import _record
 
@@ -208,7 +208,7 @@ def test_audit_csv_export_neutralises_formulas_too(sandbox):
     assert rows[0]["ops"] == "producer_byte_rate=2048, -consumer_byte_rate"
     import os
 
-    from quota_core.audit import AuditLog
+    from quota_core.changes.audit import AuditLog
 
     log = AuditLog(Path(os.environ["QUOTA_AUDIT_LOG"]))
     for record in records:

@@ -27,7 +27,7 @@ import pytest
 from quota_core import Entity, resolve
 from quota_core.live import join_usage
 from quota_core.membership import Membership
-from quota_core.metrics import scrape
+from quota_core.telemetry import scrape
 from quota_core.verdict import key_verdict
 from tests.test_live_kafka import client_metric, confluent_producer, make_exactly
 
@@ -133,7 +133,7 @@ SETS = [SET_A, SET_B] + [random_set(1000 + i) for i in range(SEEDS)]
 @pytest.fixture(scope="module")
 def cluster(kafka_sasl_broker, tmp_path_factory):
     from confluent_kafka.admin import NewTopic
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
 
     tmp = tmp_path_factory.mktemp("verdicts")
     props = kafka_sasl_broker.write_command_config(tmp / "admin.properties", "admin")
@@ -160,7 +160,7 @@ def test_a_window_other_than_kafkas_defaults_is_read(tmp_path):
     """A broker started with quota.window.num=5 and quota.window.size.seconds=2: the console
     reads those (not the defaults), and its throttle arithmetic uses them."""
     from localkafka import LocalBroker
-    from quota_core.kafka_backend import KafkaBackend
+    from quota_core.backends.kafka import KafkaBackend
     from quota_core.throttle import estimate_throttle
 
     broker = LocalBroker(tmp_path / "b", overrides={"quota.window.num": "5",

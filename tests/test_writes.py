@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from quota_core import Entity
-from quota_core.audit import WRITER_STOPPED, AuditLog, records_csv
+from quota_core.changes.audit import WRITER_STOPPED, AuditLog, records_csv
 from quota_core.errors import OutcomeUnknown
 from quota_core.plan import quota_set_hash, read_plan
-from quota_core.sandbox import SandboxBackend
+from quota_core.backends.sandbox import SandboxBackend
 from tests.cli_steps import run, sandbox_with, state
 
 E = Entity.of
@@ -66,9 +66,9 @@ def test_apply_waits_for_the_lease_then_refuses_naming_the_holder(tmp_path, stor
 
 
 def test_the_dashboards_locked_connection_takes_the_stores_lease(tmp_path, store, audit_log):
-    # The dashboard writes through ui.session.LockedBackend: its Edit and Plan pages must hold
+    # The dashboard writes through quota_core.backends.locked.LockedBackend: its Edit and Plan pages must hold
     # the same lease as the CLI (the wrapper once fell back to the interface's no-op lease).
-    from ui.session import LockedBackend
+    from quota_core.backends.locked import LockedBackend
 
     plan = make_plan_file(tmp_path, store, PLAN_A, "a")
     dashboard = LockedBackend(SandboxBackend(store))
@@ -143,7 +143,7 @@ def test_a_read_back_that_is_not_what_was_written_is_a_conflict(tmp_path, store,
 # -- 2. audit before apply ---------------------------------------------------------------------
 _PAUSE_BEFORE_OUTCOME = """
 import sys, time
-from quota_core import audit
+from quota_core.changes import audit
 real = audit.AuditLog.append_many
 def slow(self, records):
     records = list(records)
@@ -151,7 +151,7 @@ def slow(self, records):
         print("applied", flush=True); time.sleep(60)
     real(self, records)
 audit.AuditLog.append_many = slow
-from quota_core.cli import main
+from quota_core.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -299,7 +299,7 @@ def app_env(monkeypatch, tmp_path, audit_log):
 
 def test_the_audit_page_shows_an_intent_without_outcome_as_writer_stopped(app_env, audit_log):
     from quota_core.alterations import Alteration
-    from quota_core.audit import new_record
+    from quota_core.changes.audit import new_record
     from tests.app_steps import run_app
 
     AuditLog(audit_log).append(new_record(

@@ -15,9 +15,9 @@ import pytest
 
 from quota_core import Entity
 from quota_core.alterations import Alteration
-from quota_core.audit import AuditLog
+from quota_core.changes.audit import AuditLog
 from quota_core.errors import LeaseUnavailable
-from quota_core.kafka_backend import KafkaBackend
+from quota_core.backends.kafka import KafkaBackend
 from quota_core.plan import read_plan
 from tests.cli_steps import run, sandbox_with
 
@@ -50,7 +50,7 @@ def test_the_lease_is_exclusive_and_names_its_holder(kafka_broker):
 
 _HOLD_AND_HANG = """
 import sys, time
-from quota_core.kafka_backend import KafkaBackend
+from quota_core.backends.kafka import KafkaBackend
 b = KafkaBackend(sys.argv[1], timeout_s=10)
 with b.write_lease("doomed writer", 10):
     print("held", flush=True)

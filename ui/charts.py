@@ -9,7 +9,7 @@ from collections import OrderedDict
 import numpy as np
 import plotly.graph_objects as go
 
-from quota_core.browse import LEVELS
+from ui.browse import LEVELS
 from quota_core.resolution import LADDER
 from quota_core.units import format_bytes
 

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from quota_core.collector import Endpoint, parse_endpoints
+from quota_core.telemetry.collector import Endpoint, parse_endpoints
 from quota_core.errors import QuotaError
 
 from .settings import metrics_endpoints
@@ -78,7 +78,7 @@ class LiveFeed:
         self._thread.start()
 
     def _round(self) -> Frame:
-        from quota_core.metrics import scrape
+        from quota_core.telemetry import scrape
 
         series, errors, down = [], {}, []
         for endpoint in self.endpoints:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from html import escape
 from typing import Iterable, Mapping
 
-from quota_core.browse import ALL_KEYS, DEFAULT_LABEL
+from ui.browse import ALL_KEYS, DEFAULT_LABEL
 from quota_core.entities import Entity, display_name
 from quota_core.keys import QUOTA_KEYS, format_value
 from quota_core.membership import Membership, kind_of_tags

@@ -185,8 +185,8 @@ def access_policy(env: Mapping[str, str], secrets: Mapping[str, Any]) -> AccessP
 
 
 def audit_path(env: Mapping[str, str], secrets: Mapping[str, Any]) -> Path:
-    """The one audit log the dashboard and the CLI share (quota_core.audit decides)."""
-    from quota_core.audit import default_audit_path
+    """The one audit log the dashboard and the CLI share (quota_core.changes.audit decides)."""
+    from quota_core.changes.audit import default_audit_path
 
     return default_audit_path(env, secrets)
 

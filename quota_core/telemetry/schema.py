@@ -29,8 +29,8 @@ import math
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
-from .entities import Entity, entity_from_json, entity_to_json
-from .live import KEY_OF_TYPE, Series, gather
+from ..entities import Entity, entity_from_json, entity_to_json
+from ..live import KEY_OF_TYPE, Series, gather
 
 __all__ = ["USAGE_COLUMNS", "SNAPSHOT_COLUMNS", "usage_samples", "snapshot_rows",
            "snapshots_to_quotas", "topic_value", "from_topic_value", "iso_utc"]

@@ -18,7 +18,7 @@ Expiry is Kafka's own: a transaction open longer than ``transaction.timeout.ms``
 wait plus :data:`HOLD_S`) is aborted by the transaction coordinator (it checks every
 ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s by default), so a killed
 writer blocks the others for at most that long. A live holder stops itself before its
-transaction's deadline (:class:`~quota_core.backend.WriteLease.ensure`): the deadline is counted
+transaction's deadline (:class:`~quota_core.backends.base.WriteLease.ensure`): the deadline is counted
 from before the ticket was sent, so it is never later than the coordinator's. A waiting writer
 that gives up aborts its ticket and names the holder (the ticket at the LSO).
 
@@ -39,8 +39,8 @@ import time
 import uuid
 from typing import Iterator, Mapping
 
-from .backend import WriteLease
-from .errors import ConnectionFailed, LeaseUnavailable
+from .base import WriteLease
+from ..errors import ConnectionFailed, LeaseUnavailable
 
 __all__ = ["LEASE_TOPIC", "HOLD_S", "kafka_write_lease", "lease_holder", "break_lease"]
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = [
     "KafkaClientConfig",
@@ -424,8 +424,8 @@ def client_config(properties: Mapping[str, str] | None,
 
 def load_command_config(path: str | Path) -> KafkaClientConfig:
     """Read and check a ``--command-config`` properties file."""
-    from .errors import UnreadableConfig
-    from .inputs import PROPERTIES_LIMIT, read_bytes_file
+    from ..errors import UnreadableConfig
+    from .files import PROPERTIES_LIMIT, read_bytes_file
 
     path = Path(path)
     if not path.exists() and not path.is_symlink():

@@ -5,8 +5,8 @@ realistic set. Pure data.
 """
 from __future__ import annotations
 
-from .backend import QuotaSet
-from .entities import Entity
+from quota_core.entities import QuotaSet
+from quota_core.entities import Entity
 
 __all__ = ["demo_quotas", "DEMO_CLIENTS"]
 

@@ -18,9 +18,9 @@ import sys
 import threading
 from typing import TextIO
 
-from .collector import Collector, parse_endpoints
-from .connect import NumberAction, open_backend
-from .errors import ParseError, QuotaError
+from ..telemetry.collector import Collector, parse_endpoints
+from ..backends.open import NumberAction, open_backend
+from ..errors import ParseError, QuotaError
 
 PROG = "kafka-client-quotas collect"
 
@@ -82,9 +82,9 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        from .metrics import scrape as scrape_once
-        from .metrics.scrape import redirect_note
-        from .sinks import open_sink
+        from ..telemetry import scrape as scrape_once
+        from ..telemetry.scrape import redirect_note
+        from ..telemetry.sinks import open_sink
 
         noted: set[str] = set()  # a followed redirect is said once per endpoint
 
@@ -99,7 +99,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
                           timeout_s=args.timeout) as backend:
             client_conf = None
             if args.to.startswith("kafka:") and args.command_config:
-                from .kafka_config import load_command_config
+                from ..backends.kafka_config import load_command_config
 
                 client_conf = load_command_config(args.command_config).librdkafka_config()
             sink = open_sink(args.to, client_conf, args.bootstrap_server)

@@ -10,7 +10,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import ParseError, QuotaError
+from ..errors import ParseError, QuotaError
 
 __all__ = ["IMPORT_LIMIT", "LINE_LIMIT", "PROPERTIES_LIMIT", "read_bytes_file",
            "read_text_file", "upload_text"]

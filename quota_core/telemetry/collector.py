@@ -4,7 +4,7 @@
 --to DIR|kafka:TOPIC`` runs :class:`Collector` until SIGTERM or Ctrl-C. What it promises:
 
 * every ``scrape_every`` seconds, one usage sample per bucket per endpoint
-  (:mod:`quota_core.telemetry` has the schema);
+  (:mod:`quota_core.telemetry.schema` has the schema);
 * the quota set described every ``snapshot_every`` seconds, written when it changed (and once
   at the start);
 * a broker or a cluster that does not answer is a gap and one log line when it goes down (and
@@ -15,7 +15,7 @@
   scrape, its next round is skipped (a gap), never queued;
 * memory is bounded: at most ``max_buffer`` unwritten samples are held while the sink refuses
   writes, the oldest dropped (and counted) beyond that;
-* a sample counted as written is durable (see :mod:`quota_core.sinks`); SIGTERM flushes and
+* a sample counted as written is durable (see :mod:`quota_core.telemetry.sinks`); SIGTERM flushes and
   exits 0 within a fraction of a second, whatever an endpoint is doing (a scrape in flight
   is abandoned: its thread is a daemon);
 * a status line every ``status_every`` seconds: samples written, endpoints up and down.
@@ -30,8 +30,8 @@ from datetime import datetime, timezone
 from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
-from .errors import BackendError, MetricsError, ParseError, QuotaError
-from .telemetry import snapshot_rows, usage_samples
+from ..errors import BackendError, MetricsError, ParseError, QuotaError
+from .schema import snapshot_rows, usage_samples
 
 __all__ = ["Endpoint", "parse_endpoints", "Collector", "CollectorStats"]
 
@@ -46,8 +46,8 @@ class Endpoint:
 
 def parse_endpoints(text: str) -> list[Endpoint]:
     """``URL[,URL...]``; each may be ``LABEL=URL``. The default label is the URL's host:port.
-    A URL :func:`~quota_core.metrics.scrape.url_problem` refuses is a :class:`ParseError`."""
-    from .metrics.scrape import url_problem
+    A URL :func:`~quota_core.telemetry.scrape.url_problem` refuses is a :class:`ParseError`."""
+    from .scrape import url_problem
 
     out = []
     for part in (p.strip() for p in text.split(",")):
@@ -78,7 +78,7 @@ class CollectorStats:
 
 class Collector:
     """Scrape, snapshot and write until ``stop`` is set. ``scrape``/``describe`` are injected
-    (``quota_core.metrics.scrape`` and a backend's ``describe``) so tests can drive faults."""
+    (``quota_core.telemetry.scrape`` and a backend's ``describe``) so tests can drive faults."""
 
     def __init__(self, endpoints: Sequence[Endpoint], describe: Callable[[], dict], sink,
                  scrape: Callable[..., list], *, scrape_every: float = 10.0,

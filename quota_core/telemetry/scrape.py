@@ -1,4 +1,4 @@
-"""Fetch a metrics endpoint's text: the only I/O in :mod:`quota_core.metrics`.
+"""Fetch a metrics endpoint's text: the only I/O in :mod:`quota_core.telemetry`.
 
 An endpoint is untrusted input, so every read is bounded (issue 16):
 
@@ -15,7 +15,7 @@ An endpoint is untrusted input, so every read is bounded (issue 16):
   is called with the URL the metrics were read from (the CLI prints it once per endpoint).
 
 :func:`url_problem` is the one check of an endpoint URL (also used by
-:func:`quota_core.collector.parse_endpoints`, where a bad URL is a usage error). Every
+:func:`quota_core.telemetry.collector.parse_endpoints`, where a bad URL is a usage error). Every
 failure here is translated, by class, into :class:`~quota_core.errors.MetricsError` naming
 the URL (:class:`~quota_core.errors.ScrapeLimitExceeded` for a cap).
 """
@@ -372,7 +372,7 @@ def scrape(url: str, broker: str | None = None, timeout: float = 5.0, *,
            max_bytes: int = MAX_BYTES, max_line: int = MAX_LINE,
            max_series: int = MAX_SERIES,
            on_redirect: Callable[[str], None] | None = None) -> list[QuotaSeries]:
-    """:func:`fetch_text` then :func:`~quota_core.metrics.parse_metrics`, labelled ``broker``
+    """:func:`fetch_text` then :func:`~quota_core.telemetry.parse_metrics`, labelled ``broker``
     (default: the URL); the caps and ``on_redirect`` are :func:`fetch_text`'s."""
     return parse_metrics(fetch_text(url, timeout, max_bytes=max_bytes, max_line=max_line,
                                     max_series=max_series, on_redirect=on_redirect),

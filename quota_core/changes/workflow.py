@@ -15,16 +15,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from .alterations import AlterOutcome, Alteration, EntityResult, apply_ops
+from ..alterations import AlterOutcome, Alteration, EntityResult, apply_ops
 from .audit import AuditLog, AuditRecord, new_record, outcome_record
-from .backend import QuotaBackend, checked_alter
-from .entities import Entity
-from .validation import validate_alterations
-from .errors import BackendError, ConcurrentChange, OutcomeUnknown, QuotaError, WriteConflict
-from .keys import json_number, same_value
-from .live import TrafficChange, traffic_impact
-from .impact import (ClientChange, KeyChange, apply_alteration, client_impact,
-                               entity_diff, ensure_unchanged, ip_impact)
+from ..backends.base import QuotaBackend, checked_alter
+from ..entities import Entity
+from ..validation import validate_alterations
+from ..errors import BackendError, ConcurrentChange, OutcomeUnknown, QuotaError, WriteConflict
+from ..keys import json_number, same_value
+from ..live import TrafficChange, traffic_impact
+from ..impact import (ClientChange, KeyChange, apply_alteration, client_impact, entity_diff,
+                      ensure_unchanged, ip_impact)
 
 __all__ = ["Preview", "Applied", "AppliedSet", "preview", "apply_change", "apply_changes",
            "conflict_message", "read_back", "read_back_set"]

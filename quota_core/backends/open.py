@@ -5,8 +5,8 @@ import argparse
 from pathlib import Path
 from typing import Callable
 
-from .backend import QuotaBackend
-from .errors import ConfigError
+from .base import QuotaBackend
+from ..errors import ConfigError
 
 __all__ = ["open_backend", "add_backend_arguments", "open_backend_from", "NumberAction"]
 
@@ -66,7 +66,7 @@ def open_backend(sandbox: str | Path | None = None, bootstrap_servers: str | Non
         raise ConfigError("No backend given: pass --bootstrap-server HOST:PORT for a Kafka "
                           "cluster, or --sandbox PATH for a local sandbox file.")
     try:
-        from .kafka_backend import KafkaBackend
+        from .kafka import KafkaBackend
     except ImportError as exc:  # kafka-python missing, or the module not there yet
         raise ConfigError(f"The Kafka backend is not available ({exc}). Install the project "
                           f"(pip install -e .) or use --sandbox PATH.") from exc

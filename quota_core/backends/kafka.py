@@ -35,19 +35,19 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from .alterations import AlterOutcome, Alteration, EntityResult, Op
-from .backend import ClusterInfo, QuotaBackend, QuotaSet
-from .entities import Entity
-from .errors import (AuthenticationFailed, ConfigError, ConnectionFailed, EntityError,
-                     FilterError, NotAuthorized, OutcomeUnknown, QuotaError, RequestRejected,
-                     UnsupportedBroker)
-from .filters import EntityFilter, FilterComponent
-from .keys import same_value
-from .kafka_wire import (RECEIVE_MAX_BYTES, AlterClientQuotasRequest,
-                         DescribeClientQuotasRequest, Errors, KafkaConnectionManager,
-                         MetadataRequest, NetworkSelector, oversized_frame,
-                         request_may_have_left)
-from .limits import MAX_NAME_BYTES, MAX_RECORDS_PER_REQUEST, request_batches
+from ..alterations import AlterOutcome, Alteration, EntityResult, Op
+from ..entities import ClusterInfo, QuotaSet
+from .base import QuotaBackend
+from ..entities import Entity
+from ..errors import (AuthenticationFailed, ConfigError, ConnectionFailed, EntityError,
+                      FilterError, NotAuthorized, OutcomeUnknown, QuotaError, RequestRejected,
+                      UnsupportedBroker)
+from ..filters import EntityFilter, FilterComponent
+from ..keys import same_value
+from .kafka_wire import (RECEIVE_MAX_BYTES, AlterClientQuotasRequest, DescribeClientQuotasRequest,
+                         Errors, KafkaConnectionManager, MetadataRequest, NetworkSelector,
+                         oversized_frame, request_may_have_left)
+from ..limits import MAX_NAME_BYTES, MAX_RECORDS_PER_REQUEST, request_batches
 from .kafka_config import KafkaClientConfig, client_config, load_command_config
 
 __all__ = ["KafkaBackend", "check_quota_apis"]
@@ -188,7 +188,7 @@ class KafkaBackend(QuotaBackend):
     """Client quotas on a Kafka cluster (2.6+; KRaft or ZooKeeper).
 
     ``client_properties`` are Java client properties (``security.protocol``, ``sasl.*``,
-    ``ssl.*``, see :mod:`quota_core.kafka_config`); unknown keys raise ConfigError. Connects
+    ``ssl.*``, see :mod:`quota_core.backends.kafka_config`); unknown keys raise ConfigError. Connects
     at construction, so a bad address, password or broker version fails here.
     """
 
@@ -830,7 +830,7 @@ class KafkaBackend(QuotaBackend):
             delay = min(delay * 2, 0.25)
 
     def write_lease(self, holder: str, wait_s: float):
-        """The cluster's write lease (:mod:`quota_core.kafka_lease`), with this backend's
+        """The cluster's write lease (:mod:`quota_core.backends.kafka_lease`), with this backend's
         connection settings."""
         from .kafka_lease import kafka_write_lease
 
@@ -874,7 +874,7 @@ class KafkaBackend(QuotaBackend):
         own; they can differ during a rolling change). The one place the console reads it."""
         from kafka.protocol.admin import DescribeConfigsRequest  # after kafka_wire set it up
 
-        from .throttle import DEFAULT_WINDOW, QuotaWindow
+        from ..throttle import DEFAULT_WINDOW, QuotaWindow
 
         keys = ["quota.window.num", "quota.window.size.seconds"]
         self.info()  # pins the broker, so the request names the one that answers it

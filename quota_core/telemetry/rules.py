@@ -37,7 +37,7 @@ __all__ = ["MBEAN_TYPES", "RULES", "SeriesRule", "rule_for"]
 
 @dataclass(frozen=True, slots=True)
 class SeriesRule:
-    """How to read one exported metric name as :class:`~quota_core.metrics.QuotaSeries`."""
+    """How to read one exported metric name as :class:`~quota_core.telemetry.QuotaSeries`."""
 
     rule_set: str                   # "quota-console" | "jmx_exporter" | "confluent"
     metric: str                     # the sample name in the exposition text

@@ -20,12 +20,12 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .analysis import BUCKET, ENTRY, WORST
-from .columns import integral_keys, throttle_caps
-from .errors import PipelineError
-from .resolve import resolve_buckets
-from .schema import KEY_FOR_TYPE, QUOTA_COLUMNS, USAGE_COLUMNS
-from .snapshots import QuotaVersions, parse_entity
+from pipeline.analysis import BUCKET, ENTRY, WORST
+from pipeline.columns import integral_keys, throttle_caps
+from pipeline.errors import PipelineError
+from pipeline.resolve import resolve_buckets
+from pipeline.schema import KEY_FOR_TYPE, QUOTA_COLUMNS, USAGE_COLUMNS
+from pipeline.snapshots import QuotaVersions, parse_entity
 from quota_core.throttle import rate_window_ms
 
 __all__ = ["read_history", "versions_from_rows", "windows", "by_client", "by_entry", "sizing",

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from typing import Mapping, Sequence
 
-from .alterations import AlterOutcome, Alteration
-from .entities import DEFAULT_TEXT, Entity, display_name, sanitize
-from .keys import QUOTA_KEYS, format_value, json_number
-from .live import BucketUsage, client_buckets
-from .resolution import Resolution
-from .throttle import QuotaWindow
-from .units import format_exact, format_quota, format_rate
+from ..alterations import AlterOutcome, Alteration
+from ..entities import DEFAULT_TEXT, Entity, display_name, sanitize
+from ..keys import QUOTA_KEYS, format_value, json_number
+from ..live import BucketUsage, client_buckets
+from ..resolution import Resolution
+from ..throttle import QuotaWindow
+from ..units import format_exact, format_quota, format_rate
 
 __all__ = ["format_describe", "format_resolutions", "format_outcome", "resolution_to_json",
            "live_for_key", "format_throttled", "entity_text", "format_parsed",
@@ -95,14 +95,14 @@ def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
     """What the brokers report for this client's own bucket of ``key``, one entry per broker
     (``throttled`` only from that bucket), and apart, the ``other_buckets`` under the same
     user or client id that are not this client's."""
-    from .membership import Membership
+    from ..membership import Membership
 
     user, client_id = r.client.user or "", r.client.client_id or ""
     mine = [row for row in client_buckets(rows, user, client_id, quotas) if row.key == key]
     doc = {"throttled": any(row.throttled for row in mine),
            "brokers": [_broker_json(row) for row in sorted(mine, key=lambda x: x.broker)]}
     if quotas is not None:
-        from .live import other_buckets
+        from ..live import other_buckets
 
         u, c = Membership(quotas).tags(key, user, client_id)
         doc["bucket"] = {"user": u, "client-id": c}
@@ -184,7 +184,7 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
                         if row.key == k]
                 lines += [_live_text(k, row) for row in sorted(mine, key=lambda x: x.broker)]
                 if quotas is not None:
-                    from .live import other_buckets
+                    from ..live import other_buckets
 
                     name = _plain_name if fmt == "plain" else sanitize
                     for row in sorted(other_buckets(live, r.client.user or "",
@@ -213,7 +213,7 @@ def _shared_by(r: Resolution, key: str,
     kr = r.keys[key]
     if quotas is None or r.client.is_ip:
         return kr.bucket.shared_by
-    from .membership import Membership
+    from ..membership import Membership
 
     members = Membership(quotas)
     tags = members.tags(key, r.client.user or "", r.client.client_id or "")
@@ -268,7 +268,7 @@ def format_plan(plan, impact=None, fmt: str = "text", *, where: str = "",
                 limit: int = 50) -> str:
     """A plan for people: each entity with its keys (+ add, ~ change, - remove), the
     unmanaged entries, and who gets a different effective quota."""
-    from .plan import change_kind
+    from ..plan import change_kind
 
     lines = [f"Plan for {plan.source or 'the file'}"
              + (f" against {where}" if where else "")

@@ -29,10 +29,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from .alterations import Alteration
-from .entities import Entity, entity_from_json
-from .keys import json_number
-from .errors import ConfigError
+from ..alterations import Alteration
+from ..entities import Entity, entity_from_json
+from ..keys import json_number
+from ..errors import ConfigError
 
 __all__ = ["WRITER_STOPPED", "NOTHING_CHANGED", "merge_records", "outcome_record", "AuditRecord", "AuditLog", "records_csv", "records_jsonl", "new_record",
            "default_audit_path", "DEFAULT_AUDIT_PATH", "os_user", "cluster_fields"]
@@ -63,7 +63,7 @@ def os_user() -> str:
 
 def cluster_fields(info: object, label: str | None = None) -> dict:
     """What a record says about the cluster (as the dashboard's ``ctx.cluster_fields()``),
-    from a backend's :class:`~quota_core.backend.ClusterInfo`."""
+    from a backend's :class:`~quota_core.entities.ClusterInfo`."""
     return {"kind": getattr(info, "kind", None), "label": label,
             "location": getattr(info, "location", None),
             "cluster_id": getattr(info, "cluster_id", None)}

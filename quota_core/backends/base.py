@@ -14,28 +14,14 @@ import contextlib
 import math
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
-from .alterations import AlterOutcome, Alteration
-from .entities import Entity
-from .filters import EntityFilter
-from .validation import validate_alterations
+from ..alterations import AlterOutcome, Alteration
+from ..entities import ClusterInfo, Entity, QuotaSet  # re-exported
+from ..filters import EntityFilter
+from ..validation import validate_alterations
 
 __all__ = ["QuotaBackend", "ClusterInfo", "QuotaSet", "WriteLease", "checked_alter"]
-
-#: What describe returns: every matching entity with its quotas.
-QuotaSet = dict[Entity, dict[str, float]]
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterInfo:
-    #: "kafka" or "sandbox".
-    kind: str
-    #: Where: the bootstrap servers, or the sandbox file path.
-    location: str
-    cluster_id: str | None = None
-    broker_count: int | None = None
 
 
 class WriteLease:
@@ -54,7 +40,7 @@ class WriteLease:
     def ensure(self, need_s: float) -> None:
         """Raise :class:`~quota_core.errors.LeaseUnavailable` unless ``need_s`` seconds of
         the lease are left (nothing is sent then)."""
-        from .errors import LeaseUnavailable
+        from ..errors import LeaseUnavailable
 
         if self.remaining() < need_s:
             raise LeaseUnavailable(
@@ -112,7 +98,7 @@ class QuotaBackend(ABC):
         """The brokers' quota window (``quota.window.num`` × ``quota.window.size.seconds``).
         A backend without brokers (the sandbox) has Kafka's defaults, 11 × 1 s, and says so
         in the window's ``source``."""
-        from .throttle import QuotaWindow
+        from ..throttle import QuotaWindow
 
         return QuotaWindow(source="Kafka's defaults: the sandbox has no brokers")
 
@@ -124,5 +110,3 @@ def checked_alter(backend: QuotaBackend, alterations: Sequence[Alteration],
     return backend.alter(alterations, validate_only=validate_only)
 
 
-def quota_set(items: Mapping[Entity, Mapping[str, float]]) -> QuotaSet:
-    return {e: dict(q) for e, q in items.items()}

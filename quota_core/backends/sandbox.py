@@ -25,14 +25,15 @@ from pathlib import Path
 from urllib.parse import quote
 from typing import Iterator, Sequence
 
-from .alterations import AlterOutcome, Alteration, EntityResult
-from .backend import ClusterInfo, QuotaBackend, QuotaSet, WriteLease
-from .entities import Entity, entity_from_json, entity_to_json
-from .errors import ConnectionFailed, LeaseUnavailable, QuotaError
-from .keys import QUOTA_KEYS
-from .filters import EntityFilter, filter_quotas
-from .limits import MAX_RECORDS_PER_REQUEST, POLICY_VIOLATION_MESSAGE, request_batches
-from .validation import _java_entity, broker_rejection, is_ip_literal
+from ..alterations import AlterOutcome, Alteration, EntityResult
+from ..entities import ClusterInfo, QuotaSet
+from .base import QuotaBackend, WriteLease
+from ..entities import Entity, entity_from_json, entity_to_json
+from ..errors import ConnectionFailed, LeaseUnavailable, QuotaError
+from ..keys import QUOTA_KEYS
+from ..filters import EntityFilter, filter_quotas
+from ..limits import MAX_RECORDS_PER_REQUEST, POLICY_VIOLATION_MESSAGE, request_batches
+from ..validation import _java_entity, broker_rejection, is_ip_literal
 
 __all__ = ["SandboxBackend", "host_resolves"]
 

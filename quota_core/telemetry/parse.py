@@ -1,7 +1,7 @@
 """Read Prometheus text from a JMX exporter into :class:`QuotaSeries` records.
 
 Parsing is prometheus_client's (``text_string_to_metric_families``), never by hand; this
-module only decides, through :func:`~quota_core.metrics.rules.rule_for`, which samples are
+module only decides, through :func:`~quota_core.telemetry.rules.rule_for`, which samples are
 client-quota series and decodes their tags. Pure: text in, records out.
 """
 from __future__ import annotations

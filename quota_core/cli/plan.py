@@ -23,11 +23,11 @@ import os
 from pathlib import Path
 from typing import TextIO
 
-from .audit import AuditLog, cluster_fields, default_audit_path, os_user
-from .connect import add_backend_arguments, open_backend_from
-from .errors import (AlterationError, ConcurrentChange, OutcomeUnknown, ParseError,
-                     QuotaError, ValidationError)
-from .inputs import IMPORT_LIMIT, read_text_file
+from ..changes.audit import AuditLog, cluster_fields, default_audit_path, os_user
+from ..backends.open import add_backend_arguments, open_backend_from
+from ..errors import (AlterationError, ConcurrentChange, OutcomeUnknown, ParseError, QuotaError,
+                      ValidationError)
+from ..backends.files import IMPORT_LIMIT, read_text_file
 from .output import FORMATS, entity_text, format_key_change, format_plan
 
 PROG = "kafka-client-quotas"
@@ -126,9 +126,9 @@ def _location(args: argparse.Namespace) -> str:
 def _series(args: argparse.Namespace, err: TextIO) -> list | None:
     if not args.metrics:
         return None
-    from .collector import parse_endpoints
-    from .metrics import scrape
-    from .metrics.scrape import redirect_note
+    from ..telemetry.collector import parse_endpoints
+    from ..telemetry import scrape
+    from ..telemetry.scrape import redirect_note
 
     series: list = []
     for endpoint in parse_endpoints(args.metrics):
@@ -144,8 +144,8 @@ def _series(args: argparse.Namespace, err: TextIO) -> list | None:
 # --------------------------------------------------------------------------- plan
 def plan_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     """``plan FILE ...``: 0 nothing to change, 2 changes pending, 1 an error."""
-    from .plan import make_plan, plan_document, plan_impact, plan_key, sign_plan
-    from .serialization import format_of, read_quota_file
+    from ..plan import make_plan, plan_document, plan_impact, plan_key, sign_plan
+    from ..serialization import format_of, read_quota_file
 
     try:
         args = _parse(plan_parser(), argv, err, out)
@@ -224,9 +224,9 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     """``apply PLANFILE ...``: 0 applied, 1 refused or not all applied, 2 a usage error (flags,
     an unreadable or malformed plan file, an unreadable --command-config), 3 outcome
     unknown."""
-    from .plan import (check_plan_cluster, plan_key, quota_set_hash, read_plan, set_diff,
-                       verify_plan)
-    from .workflow import apply_changes
+    from ..plan import (check_plan_cluster, plan_key, quota_set_hash, read_plan, set_diff,
+                        verify_plan)
+    from ..changes.workflow import apply_changes
 
     try:
         args = _parse(apply_parser(), argv, err, out)
@@ -339,7 +339,7 @@ def _report_apply(done, plan, args, audit: AuditLog, actor: str, out: TextIO,
             keys = "; ".join(format_key_change(k.key, k.before, k.after, fmt) for k in c.keys)
             out.write(f"applied {name}: {keys}\n")
     if done.conflicts:
-        from .workflow import conflict_message
+        from ..changes.workflow import conflict_message
 
         err.write(f"{PROG} apply: conflict: {conflict_message(done.conflicts)}\n")
     n, total = len(done.applied), len(plan.changes)

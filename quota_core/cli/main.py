@@ -24,19 +24,19 @@ from pathlib import Path
 from typing import Sequence, TextIO
 
 from . import output
-from .alterations import Alteration, Op
-from .backend import QuotaBackend
-from .connect import add_backend_arguments, open_backend_from
-from .entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity, _is_utf8_text
-from .errors import AlterationError, OutcomeUnknown, ParseError, QuotaError, ValidationError
-from .filters import EntityFilter, FilterComponent
-from .inputs import IMPORT_LIMIT, read_text_file
-from .resolution import resolve, resolve_ip
-from .serialization import dumps, format_of, import_plan, loads
+from ..alterations import Alteration, Op
+from ..backends.base import QuotaBackend
+from ..backends.open import add_backend_arguments, open_backend_from
+from ..entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity, _is_utf8_text
+from ..errors import AlterationError, OutcomeUnknown, ParseError, QuotaError, ValidationError
+from ..filters import EntityFilter, FilterComponent
+from ..backends.files import IMPORT_LIMIT, read_text_file
+from ..resolution import resolve, resolve_ip
+from ..serialization import dumps, format_of, import_plan, loads
 from .spec import parse_add, parse_defaults, parse_delete, parse_names
-from .keys import QUOTA_KEYS
-from .validation import is_ip_literal, unknown_key_message, validate_alterations
-from .verdict import read_window
+from ..keys import QUOTA_KEYS
+from ..validation import is_ip_literal, unknown_key_message, validate_alterations
+from ..verdict import read_window
 
 PROG = "kafka-client-quotas"
 
@@ -213,10 +213,10 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO):
     An endpoint that fails gets one line on stderr; the others still answer."""
     if not args.metrics:
         return None, False
-    from .collector import parse_endpoints
-    from .live import join_usage
-    from .metrics import scrape
-    from .metrics.scrape import redirect_note
+    from ..telemetry.collector import parse_endpoints
+    from ..live import join_usage
+    from ..telemetry import scrape
+    from ..telemetry.scrape import redirect_note
 
     series, failed = [], False
     for endpoint in parse_endpoints(args.metrics):
@@ -232,7 +232,7 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO):
 
 def run_throttled(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
                   err: TextIO) -> int:
-    from .live import throttled_rows
+    from ..live import throttled_rows
 
     rows, failed = _live_rows(args, backend.describe(), err)
     out.write(output.format_throttled(throttled_rows(rows or [], args.above), args.output))
@@ -265,11 +265,11 @@ def _parse_add(texts: list[str]) -> list[Op]:
 
 def _apply(backend: QuotaBackend, alterations: list[Alteration], loaded, args: argparse.Namespace,
            err: TextIO, action: str):
-    """Through the one workflow (quota_core.workflow): guarded, read back, audited.
+    """Through the one workflow (quota_core.changes.workflow): guarded, read back, audited.
     ``(outcome, ok)``: not ok when the audit log could not be written after applying, or a
     read-back showed another writer's values (a conflict)."""
-    from .audit import AuditLog, cluster_fields, default_audit_path, os_user
-    from .workflow import apply_changes
+    from ..changes.audit import AuditLog, cluster_fields, default_audit_path, os_user
+    from ..changes.workflow import apply_changes
 
     audit = AuditLog(args.audit_log or default_audit_path(os.environ))
     done = apply_changes(backend, alterations, loaded, actor=args.actor or os_user(),
@@ -277,7 +277,7 @@ def _apply(backend: QuotaBackend, alterations: list[Alteration], loaded, args: a
                          extra={"via": f"cli {action}"},
                          lease_wait_s=getattr(args, "timeout", None))
     if done.conflicts:  # written, but the read-back shows another writer's values: exit 1
-        from .workflow import conflict_message
+        from ..changes.workflow import conflict_message
 
         err.write(f"{PROG}: conflict: {conflict_message(done.conflicts)}\n")
     if done.audit_error is not None:
@@ -416,7 +416,7 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.metrics and not (args.resolve or args.throttled):
         raise UsageError("--metrics goes with --resolve or --throttled.")
     if args.metrics:
-        from .collector import parse_endpoints
+        from ..telemetry.collector import parse_endpoints
 
         parse_endpoints(args.metrics)  # a malformed URL is a usage error, before connecting
     if args.above is not None and not args.throttled:
@@ -476,7 +476,7 @@ def run_init(args: argparse.Namespace, err: TextIO) -> int:
     """``--init``: make ``--sandbox PATH`` an empty sandbox (reads never create one)."""
     if not args.sandbox:
         raise UsageError("--init creates a sandbox file: give --sandbox PATH.")
-    from .sandbox import SandboxBackend
+    from ..backends.sandbox import SandboxBackend
 
     with SandboxBackend(args.sandbox) as backend:
         created = backend.init()
@@ -540,11 +540,11 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
 
 #: Commands with their own flags: name -> (module[:function], what it does); the function
 #: defaults to ``main(argv, out, err)``.
-SUBCOMMANDS = {"collect": (".collect_cli", "scrape broker metrics and snapshot quotas into a "
+SUBCOMMANDS = {"collect": (".collect", "scrape broker metrics and snapshot quotas into a "
                                            "usage history"),
-               "plan": (".plan_cli:plan_main", "compare a desired quota file with the cluster "
+               "plan": (".plan:plan_main", "compare a desired quota file with the cluster "
                                                "(exit 0 nothing to do, 2 changes pending)"),
-               "apply": (".plan_cli:apply_main", "apply a plan file exactly, refused if the "
+               "apply": (".plan:apply_main", "apply a plan file exactly, refused if the "
                                                  "quota set changed since"),
                # The Spark job lives outside the core (pipeline/): imported only when asked for.
                "analyze": ("pipeline.analyze:cli_main", "who was throttled, by which entry, and "

@@ -1,0 +1,10 @@
+"""Backends: everything that touches a quota store.
+
+The interface (:mod:`.base`), the Kafka backend (:mod:`.kafka`, over the pinned internals in
+:mod:`.kafka_wire`, with its client properties in :mod:`.kafka_config`), the SQLite sandbox
+store (:mod:`.sandbox`), opening a backend from the flags a user typed (:mod:`.open`) and
+reading the files a user named (:mod:`.files`).
+
+May import: the pure core (``quota_core.*`` flat modules), the standard library and the Kafka
+clients. Never telemetry, changes, cli, ui, pages or pipeline (checked by import-linter).
+"""
