@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Sequence
 from .alterations import Alteration
 from .entities import IP, Entity
 from .errors import AlterationError, Problem
+from .java_text import _hashmap_order, _java_hash
 from .keys import QUOTA_KEYS, keys_for
 
 __all__ = [
@@ -242,14 +243,12 @@ def broker_rejection(alteration: Alteration, *,
     return None
 
 
-#: The order a java.util.HashMap of 16 buckets iterates these keys in (by String.hashCode).
-_JAVA_MAP_ORDER = {"ip": 0, "client-id": 1, "user": 2}
-
-
 def _java_entity(entity: Entity) -> str:
-    """``ClientQuotaEntity.toString()`` as a broker prints it: HashMap order, null defaults."""
-    parts = sorted(entity.parts, key=lambda p: _JAVA_MAP_ORDER[p[0]])
+    """``ClientQuotaEntity.toString()`` as a broker prints it: its entries HashMap (16 buckets)
+    iterated in Java's order (:func:`~quota_core.java_text._hashmap_order`), null defaults."""
+    parts = list(entity.parts)
+    order = _hashmap_order([_java_hash(t) for t, _ in parts], 16)
     return "ClientQuotaEntity(entries={" + ", ".join(
-        f"{t}={'null' if n is None else n}" for t, n in parts) + "})"
+        f"{t}={'null' if n is None else n}" for t, n in (parts[i] for i in order)) + "})"
 
 
