@@ -20,7 +20,7 @@ from . import ladder
 from .entities import CLIENT_ID, USER, Entity
 from .throttle import estimate_throttle, mutation_throttle_ms
 
-__all__ = ["QUOTA_TYPES", "KEY_OF_TYPE", "BucketUsage", "gather", "join_usage",
+__all__ = ["QUOTA_TYPES", "KEY_OF_TYPE", "BucketUsage", "finite", "gather", "join_usage",
            "throttled_rows", "client_buckets", "other_buckets", "clients_seen",
            "TrafficChange", "traffic_impact"]
 
@@ -150,7 +150,9 @@ def _duration(ms: float) -> str:
     return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
 
 
-def _finite(value: float | None) -> float | None:
+def finite(value: float | None) -> float | None:
+    """A metric figure as a float, or None when the broker did not export it (missing or
+    NaN): the one reading of an absent figure, for live rows and the usage history."""
     return None if value is None or math.isnan(value) else float(value)
 
 
@@ -194,10 +196,10 @@ def join_usage(series: Iterable[Series], quotas: Mapping[Entity, Mapping[str, fl
         level = int(resolved.levels[key][i])
         source = ladder.source_entity(level, user or "", client_id or "") if level else None
         rows.append(BucketUsage(
-            broker, quota_type, key, user, client_id, _finite(figures.get("rate")),
-            _finite(figures.get("throttle")),
+            broker, quota_type, key, user, client_id, finite(figures.get("rate")),
+            finite(figures.get("throttle")),
             float(resolved.values[key][i]) if level else None, level or None, source,
-            _finite(figures.get("tokens")), members.current(key, (user, client_id))))
+            finite(figures.get("tokens")), members.current(key, (user, client_id))))
     return rows
 
 

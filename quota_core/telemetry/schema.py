@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from ..entities import Entity, entity_from_json, entity_to_json
-from ..live import KEY_OF_TYPE, Series, gather
+from ..live import KEY_OF_TYPE, Series, finite, gather
 
 __all__ = ["USAGE_COLUMNS", "SNAPSHOT_COLUMNS", "usage_samples", "snapshot_rows",
            "snapshots_to_quotas", "topic_value", "from_topic_value", "iso_utc"]
@@ -43,10 +43,6 @@ SNAPSHOT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ts", "timestamp"), ("entity", "string"), ("key", "string"), ("value", "double"))
 
 
-def _finite(value: float | None) -> float | None:
-    return None if value is None or math.isnan(value) else float(value)
-
-
 def usage_samples(series: Iterable[Series], ts: datetime, interval_s: float
                   ) -> list[dict[str, Any]]:
     """One usage sample per bucket the series mention (buckets without a rate are skipped)."""
@@ -56,8 +52,8 @@ def usage_samples(series: Iterable[Series], ts: datetime, interval_s: float
         if "rate" not in figures or quota_type not in KEY_OF_TYPE:
             continue
         out.append({"ts": ts, "broker": broker, "quota_type": quota_type, "user": user,
-                    "client_id": client_id, "rate": _finite(figures["rate"]),
-                    "throttle_ms": _finite(figures.get("throttle")),
+                    "client_id": client_id, "rate": finite(figures["rate"]),
+                    "throttle_ms": finite(figures.get("throttle")),
                     "interval_s": float(interval_s)})
     return out
 
