@@ -46,6 +46,7 @@ __all__ = [
     "FilterError",
     "AlterationError",
     "ParseError",
+    "UsageError",
     "BackendError",
     "ConnectionFailed",
     "AuthenticationFailed",
@@ -104,6 +105,11 @@ class AlterationError(ValidationError):
 
 class ParseError(ValidationError):
     """Text that does not parse: --names, key=value lists, byte units, import files."""
+
+
+class UsageError(ValidationError):
+    """Flags that do not go together, or a required one missing: the command line itself is
+    wrong (exit 2 where the exit table has a usage column)."""
 
 
 class BackendError(QuotaError):

@@ -28,7 +28,9 @@ from ..alterations import Alteration, Op
 from ..backends.base import QuotaBackend
 from ..backends.open import add_backend_arguments, open_backend_from
 from ..entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity, _is_utf8_text
-from ..errors import AlterationError, OutcomeUnknown, ParseError, QuotaError, ValidationError
+from ..errors import (AlterationError, OutcomeUnknown, ParseError, QuotaError, UsageError,
+                      ValidationError)
+from .exits import exit_code
 from ..filters import EntityFilter, FilterComponent
 from ..backends.files import IMPORT_LIMIT, read_text_file
 from ..resolution import resolve, resolve_ip
@@ -41,8 +43,6 @@ from ..verdict import read_window
 PROG = "kafka-client-quotas"
 
 
-class UsageError(Exception):
-    """Wrong flags: exit 2 with the usage line."""
 
 
 class _AppendValue(argparse.Action):
@@ -520,20 +520,17 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
             return run_import(backend, args, out, err)
     except (UsageError, ParseError) as exc:
         err.write(f"{PROG}: error: {exc}\n")
-        return 2
+        return exit_code("main", exc)
     except AlterationError as exc:
         for problem in exc.problems or [exc]:
             err.write(f"{PROG}: {getattr(problem, 'message', problem)}\n")
-        return 1
-    except ValidationError as exc:
-        err.write(f"{PROG}: {exc}\n")
-        return 1
+        return exit_code("main", exc)
     except OutcomeUnknown as exc:  # sent, answer lost: neither "applied" nor "refused"
         _report_unknown(exc, err)
-        return 3
+        return exit_code("main", exc)
     except QuotaError as exc:
         err.write(f"{PROG}: {exc}\n")
-        return 1
+        return exit_code("main", exc)
     except BrokenPipeError:
         return 0
 
