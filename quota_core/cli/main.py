@@ -543,6 +543,8 @@ SUBCOMMANDS = {"collect": (".collect", "scrape broker metrics and snapshot quota
                                                "(exit 0 nothing to do, 2 changes pending)"),
                "apply": (".plan:apply_main", "apply a plan file exactly, refused if the "
                                                  "quota set changed since"),
+               "configs": (".configs_compat", "a kafka-configs.sh command line, always read "
+                                              "in its dialect (nothing guessed)"),
                # The Spark job lives outside the core (pipeline/): imported only when asked for.
                "analyze": ("pipeline.analyze:cli_main", "who was throttled, by which entry, and "
                                                         "what a change would have done (Spark)")}
