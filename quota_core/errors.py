@@ -8,8 +8,9 @@ Everything the library, the CLI, the pages and the backends raise on purpose der
     │   ├── EntityError          an entity that cannot exist (type, empty name, ip mixed in)
     │   ├── FilterError          a describe filter a broker would refuse
     │   ├── AlterationError      ops a broker would refuse, or that we refuse (NaN, ...)
-    │   └── ParseError           text that does not parse (--names, k=v, byte units, files)
-    │       └── UnreadableConfig (also a ConfigError, below)
+    │   ├── ParseError           text that does not parse (--names, k=v, byte units, files)
+    │   │   └── UnreadableConfig (also a ConfigError, below)
+    │   └── UsageError           flags that do not go together, or a required one missing
     ├── BackendError             the store or cluster could not do what was asked
     │   ├── ConnectionFailed     broker unreachable / sandbox file unusable
     │   ├── AuthenticationFailed SASL/SSL handshake refused the credentials
