@@ -7,7 +7,8 @@ connection banner, and the navigation. The pages live in ``pages/``; their logic
 import streamlit as st
 
 from ui.nav import app_pages
-from ui.session import connection_banner, start_run
+from ui.context import start_run
+from ui.sidebar import connection_banner
 
 st.set_page_config(page_title="Quota console", page_icon=":material/speed:", layout="wide")
 

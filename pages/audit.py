@@ -4,7 +4,7 @@ import streamlit as st
 
 from quota_core.changes.audit import WRITER_STOPPED, records_csv, records_jsonl
 from quota_core.csvsafe import FORMULA_NOTE, spreadsheet_csv
-from ui.session import context
+from ui.context import context
 
 ctx = context()
 

@@ -11,7 +11,7 @@ from quota_core.errors import FilterError
 from quota_core.keys import QUOTA_KEYS
 from quota_core.resolution import LADDER
 from ui.charts import byte_rate_box, level_bar
-from ui.session import context
+from ui.context import context
 from ui.text import code, md
 
 #: Up to this many rows the table is sent whole and selectable; above, it is loaded lazily

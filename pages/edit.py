@@ -25,7 +25,8 @@ from quota_core.changes.workflow import apply_change, preview
 from ui.render import KEY_ORDER, editable_text, exact_text, traffic_rows
 from ui.history import WHAT_IF_COLUMNS, places as history_places, windows as history_windows
 from ui.live import feed
-from ui.session import context, editing_gate, secrets_dict
+from ui.context import context, secrets_dict
+from ui.sidebar import editing_gate
 from ui.registry import registry
 from ui.form_words import form_message
 from ui.story import cluster_window

@@ -15,7 +15,7 @@ from quota_core.entities import entity_from_json
 from quota_core.history import client_label, duration_text, throttle_heatmap
 from ui.history import (BUCKET_COLUMNS, HEATMAP_COLUMNS, job_log, job_running, places,
                         sizing_rows, start_job, tables, windows)
-from ui.session import context, secrets_dict
+from ui.context import context, secrets_dict
 from ui.text import chart_text, md
 
 ctx = context()

@@ -14,7 +14,7 @@ from quota_core.validation import client_name_problems
 from quota_core.errors import QuotaError
 from ui.render import KEY_ORDER, answers_html, entity_text, ladder_html
 from ui.live_panel import live_panel
-from ui.session import context
+from ui.context import context
 from ui.story import cluster_window, notes_html, sentences_html
 from quota_core.story import client_story
 from quota_core.verdict import verdicts

@@ -14,7 +14,7 @@ from quota_core.units import format_quota, format_rate
 from ui.charts import utilisation_bar
 from ui.live import feed
 from ui.render import entity_text
-from ui.session import context, secrets_dict
+from ui.context import context, secrets_dict
 from ui.story import cluster_window
 from ui.text import md
 

@@ -128,10 +128,6 @@ class KeyVerdict:
             return None
         return any(b.throttled for b in self.brokers)
 
-    @property
-    def throttled_on(self) -> tuple[str, ...]:
-        return tuple(b.broker for b in self.brokers or () if b.throttled)
-
     def as_dict(self) -> dict:
         return {"key": self.key, "level": self.level,
                 "entry": None if self.entry is None else self.entry.as_dict(),

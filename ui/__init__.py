@@ -1,5 +1,5 @@
 """Page helpers for the Streamlit dashboard: the connection sidebar and cached backend
-(:mod:`ui.session`), settings from env/secrets (:mod:`ui.settings`), and render-only
+(:mod:`ui.context`, :mod:`ui.sidebar`, :mod:`ui.registry`), settings from env/secrets (:mod:`ui.settings`), and render-only
 builders (:mod:`ui.render`, :mod:`ui.charts`), and text from input made safe for markdown and
 charts (:mod:`ui.text`: every name or URL parameter a page puts in markdown goes through
 it). The guarded apply is the core's

@@ -1,5 +1,5 @@
 """The dashboard's pages, defined once: ``app.py`` navigates with them, and a page that
-Streamlit ran on its own (see :func:`ui.session.context`) hands over to them."""
+Streamlit ran on its own (see :func:`ui.context.context`) hands over to them."""
 from __future__ import annotations
 
 import streamlit as st

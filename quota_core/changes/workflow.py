@@ -4,14 +4,13 @@ Every writer goes through here (the Edit page, the CLI's alter and import, plan/
 all of them validate the same way, refuse the same concurrent changes and write the same
 audit log. :func:`preview` is ``checked_alter(validate_only=True)`` plus the diff and the
 client impact; :func:`apply_changes` (one entity: :func:`apply_change`) takes the store's
-write lease, re-reads the entities, refuses with :class:`~quota_core.errors.ConcurrentChange`
+write lease, re-reads the entities once (the guard read), refuses with :class:`~quota_core.errors.ConcurrentChange`
 if any moved since it was loaded, writes and fsyncs the audit intents, applies in one request,
-reads the result back, releases the lease and appends one outcome line per entity. A read-back
+reads the result back once (bounded: no second polling loop), releases the lease and appends one outcome line per entity. A read-back
 that is not what this writer wrote is a conflict, never "applied".
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -27,7 +26,7 @@ from ..impact import (ClientChange, KeyChange, apply_alteration, client_impact, 
                       ensure_unchanged, ip_impact)
 
 __all__ = ["Preview", "Applied", "AppliedSet", "preview", "apply_change", "apply_changes",
-           "conflict_message", "read_back", "read_back_set"]
+           "conflict_message", "read_back_set"]
 
 
 @dataclass(frozen=True)
@@ -114,25 +113,17 @@ def _read_entities(backend: QuotaBackend, entities: Sequence[Entity]) -> dict[En
     return {e: dict(everything.get(e, {})) for e in entities}
 
 
-def read_back_set(backend: QuotaBackend, expected: Mapping[Entity, Mapping[str, float]],
-                  timeout_s: float = 5.0) -> tuple[dict[Entity, dict], dict[Entity, bool]]:
-    """Describe the entities until each shows what is ``expected`` (brokers are eventually
-    consistent); ``(what was read, per entity whether it matched)``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = _read_entities(backend, list(expected))
-        settled = {e: _same_quotas(got[e], q) for e, q in expected.items()}
-        if all(settled.values()) or time.monotonic() >= deadline:
-            return got, settled
-        time.sleep(0.2)
+def read_back_set(backend: QuotaBackend, expected: Mapping[Entity, Mapping[str, float]]
+                  ) -> tuple[dict[Entity, dict], dict[Entity, bool]]:
+    """The one read-back after an alter: each entity read once (one describe per entity for a
+    few, one of the whole set for many); ``(what was read, per entity whether it matched)``.
 
-
-def read_back(backend: QuotaBackend, alteration: Alteration, expected: Mapping[str, float],
-              timeout_s: float = 5.0) -> tuple[dict[str, float], bool]:
-    """Describe the entity until it shows ``expected`` (brokers are eventually consistent);
-    ``(what was read, whether it matched)``."""
-    got, settled = read_back_set(backend, {alteration.entity: expected}, timeout_s)
-    return got[alteration.entity], settled[alteration.entity]
+    It does not poll: a backend whose reads lag its writes waits for them in its own
+    ``alter`` (Kafka's, for at most its ``propagation_timeout_s``), so the read-back is
+    bounded by that wait and one describe, and a second loop never waits for the same
+    propagation. What differs now was changed by another writer: a conflict."""
+    got = _read_entities(backend, list(expected))
+    return got, {e: _same_quotas(got[e], q) for e, q in expected.items()}
 
 
 def apply_change(backend: QuotaBackend, alteration: Alteration,

@@ -1,0 +1,235 @@
+"""The sidebar: the connection card, the "Editor" sign-in part, the banners above every
+page, and the editing gate at the top of the pages that write.
+
+:func:`sidebar` picks the connection, opens it through the process-wide registry
+(:mod:`ui.registry`), shows what it is (cluster id, broker count, never a password) and
+who is at the keyboard (:mod:`ui.identity` decides), then stores the
+:class:`ui.context.PageContext` that pages read.
+"""
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from quota_core.backends.base import QuotaBackend
+from quota_core.changes.audit import AuditLog
+from quota_core.errors import QuotaError
+
+from .context import PageContext, remember, secrets_dict
+from .identity import (LOCAL, LOCAL_MODE_DETAIL, LOCAL_MODE_NOTICE, PROXY, SIGNIN, Identity,
+                       access_mode, identify, setup_banner)
+from .registry import Health, Snapshot, _clock, registry, stale_notice
+from .settings import (AccessPolicy, ConnectionSpec, access_policy, audit_path, cache_ttl,
+                       connections, kafka_timeout, watch_every)
+from .text import code, md
+
+__all__ = ["sidebar", "card_state", "connection_banner", "editing_gate"]
+
+
+def _header(name: str) -> str | None:
+    try:
+        value = st.context.headers.get(name)
+    except Exception:  # noqa: BLE001 - no request context (tests, scripts)
+        return None
+    return value.strip() if value and value.strip() else None
+
+
+def _describe_error(spec: ConnectionSpec, exc: Exception) -> str:
+    reason = str(exc) if isinstance(exc, QuotaError) else f"{type(exc).__name__}: {exc}"
+    return f"Cannot read quotas from {spec.label} ({spec.location}): {reason}"
+
+
+def sidebar() -> PageContext:
+    """Render the connection sidebar and build the page context."""
+    env, secrets = dict(os.environ), secrets_dict()
+    specs = connections(env, secrets)
+    policy = access_policy(env, secrets)
+    ttl = cache_ttl(env, secrets)
+    audit = AuditLog(audit_path(env, secrets))
+    reg = registry()
+    reg.timeout_s = kafka_timeout(env, secrets)
+    spec: ConnectionSpec | None = None
+    snapshot: Snapshot | None = None
+    backend: QuotaBackend | None = None
+    error: str | None = None
+    with st.sidebar:
+        st.markdown("#### Connection")
+        if not specs:
+            error = ("No cluster is configured. Start the console with `make run` (it starts a "
+                     "local broker), or set QUOTA_BOOTSTRAP_SERVERS / QUOTA_SANDBOX, or add a "
+                     "[kafka] section to .streamlit/secrets.toml.")
+            st.caption("Not connected.")
+        else:
+            if len(specs) > 1:
+                labels = [f"{s.label} — {s.location}" for s in specs]
+                idx = st.selectbox("Use", range(len(specs)), format_func=labels.__getitem__,
+                                   key="connection_choice")
+                spec = specs[idx or 0]
+            else:
+                spec = specs[0]
+            try:
+                backend = reg.backend(spec)
+                snapshot = reg.snapshot(spec, ttl)
+                reg.watch(spec, watch_every(env, secrets))
+            except Exception as exc:  # noqa: BLE001 - shown as the banner, the app still loads
+                error = _describe_error(spec, exc)
+                reg.drop(spec)
+                backend = None
+            _connection_card(spec, snapshot)
+            if st.button("Refresh", key="refresh_snapshot", icon=":material/refresh:",
+                         help="Describe the quotas again now (otherwise every "
+                              f"{ttl:.0f} s, and after every change made here)."):
+                reg.invalidate(spec)
+                st.rerun()
+        identity = _identity(policy)
+    ctx = PageContext(spec, backend, snapshot, error, policy, identity.name, identity, audit,
+                      specs)
+    remember(ctx)
+    return ctx
+
+
+def card_state(snapshot: Snapshot | None, health: Health) -> tuple[str, str | None]:
+    """The connection card's tone and its status line: ``("ok", None)`` while the cluster
+    answers; ``("stale", "not answering since HH:MM:SS")`` while the background watch finds
+    it silent (the same facts as :func:`stale_notice`, so card and banner agree);
+    ``("down", "unreachable")`` when it could not be read at all."""
+    if snapshot is None:
+        return "down", "unreachable"
+    if health.failing_since is None:
+        return "ok", None
+    last = health.last_ok if health.last_ok is not None else snapshot.loaded_at
+    return "stale", f"not answering since {_clock(last)}"
+
+
+def _connection_card(spec: ConnectionSpec, snapshot: Snapshot | None) -> None:
+    if snapshot is None:
+        _card(spec, snapshot)
+    else:
+        _watched_card(spec, snapshot)
+
+
+@st.fragment(run_every=5)
+def _watched_card(spec: ConnectionSpec, snapshot: Snapshot) -> None:
+    """Re-drawn every few seconds on its own, like the stale banner, so the card turns amber
+    while the banner says the cluster stopped answering."""
+    _card(spec, snapshot)
+
+
+def _card(spec: ConnectionSpec, snapshot: Snapshot | None) -> None:
+    kind = {"kafka": "Kafka cluster", "sandbox": "Sandbox file"}.get(spec.kind, spec.kind)
+    lines = [f"**{md(spec.label)}**", f"{kind} · {code(spec.location)}"]
+    tone, status = card_state(snapshot, registry().health(spec))
+    if snapshot is not None:
+        info = snapshot.info
+        brokers = "?" if info.broker_count is None else str(info.broker_count)
+        lines.append(f"cluster id {code(info.cluster_id or '?')} · {brokers} "
+                     f"broker{'s' if brokers != '1' else ''}")
+        lines.append(f"{len(snapshot.quotas):,} quota entries")
+    if snapshot is not None:
+        # Inside the card's fragment, so its age keeps counting beside the banner's.
+        lines.append(f"described {_clock(snapshot.loaded_at)} ({snapshot.age_s:.0f} s ago) "
+                     f"in {snapshot.took_s:.2f} s")
+    if tone == "ok":
+        st.success("  \n".join(lines), icon=":material/link:")
+    elif tone == "stale":
+        st.warning("  \n".join(lines + [f"**{status}**"]), icon=":material/sync_problem:")
+    else:
+        st.error("  \n".join(lines + [f"**{status}**"]), icon=":material/link_off:")
+    if spec.command_config:
+        st.caption(f"client properties from {code(spec.command_config)}")
+    props = spec.public_properties()
+    if props:
+        with st.expander("Client properties"):
+            # st.text, not st.code: the highlighter's script would load on every page.
+            st.text("\n".join(f"{k}={v}" for k, v in props.items()))
+
+
+def _server_address() -> str | None:
+    try:
+        return st.get_option("server.address")
+    except Exception:  # noqa: BLE001 - no such option: treat as every interface
+        return None
+
+
+def _identity(policy: AccessPolicy) -> Identity:
+    """Who is at the keyboard (ui.identity decides), with the sidebar's "Signed in" part:
+    sign-in and sign-out buttons, the proxy's user, or the typed name in local mode."""
+    if policy.read_only:
+        st.caption("Read-only console: editing is switched off.")
+        return Identity("none")
+    mode, problem = access_mode(policy, _server_address())
+    user = st.user.to_dict() if mode == SIGNIN and not problem else None
+    header = _header(policy.user_header) if mode == PROXY and not problem else None
+    typed = None
+    st.markdown("#### Editor")
+    if mode == LOCAL:
+        st.warning(f"**{LOCAL_MODE_NOTICE}** {LOCAL_MODE_DETAIL}", icon=":material/warning:")
+        typed = st.text_input("Your name (recorded in the audit log)", key="operator_name",
+                              placeholder="e.g. jdoe")
+    identity = identify(policy, mode, problem, user=user, header_value=header, typed=typed)
+    if mode == SIGNIN and not problem:
+        if user and user.get("is_logged_in"):
+            shown = identity.name or user.get("email") or user.get("name") or "?"
+            st.caption(f"Signed in as **{md(shown)}** ({md(identity.via or 'signed in')}).")
+            st.button("Sign out", key="sign_out", on_click=st.logout,
+                      icon=":material/logout:")
+        else:
+            st.caption("Viewing needs no sign-in; editing does.")
+            st.button("Sign in to edit", key="sign_in", on_click=st.login, type="primary",
+                      icon=":material/login:")
+    elif mode == PROXY and not problem:
+        st.caption(f"Signed in as **{md(identity.name)}** (from the {md(policy.user_header)} "
+                   f"header)."
+                   if identity.name else f"No {policy.user_header} header on this request.")
+    elif identity.problem and not setup_banner(policy, identity):
+        st.caption(md(identity.problem) if identity.mode != "none" else
+                   "Editing is off: nobody is identified (see the Edit page).")
+    return identity
+
+
+def connection_banner(ctx: PageContext) -> None:
+    """The banners above every page: editing refused by its configuration (ui.identity),
+    and the cluster that cannot be read, with Retry."""
+    refused = setup_banner(ctx.policy, ctx.identity)
+    if refused:
+        st.error(refused, icon=":material/gpp_bad:")
+    if ctx.error is None:
+        if ctx.spec is not None and ctx.snapshot is not None:
+            _stale_banner(ctx.spec, ctx.snapshot)
+        return
+    with st.container(border=True):
+        st.error(md(ctx.error), icon=":material/cloud_off:")
+        if ctx.spec is not None and st.button("Retry", key="retry_connection", type="primary",
+                                              icon=":material/refresh:"):
+            registry().drop(ctx.spec)
+            st.rerun()
+
+
+@st.fragment(run_every=5)
+def _stale_banner(spec: ConnectionSpec, snapshot: Snapshot) -> None:
+    """Re-drawn every few seconds on its own (not the page): says within seconds that the
+    page shows a quota set the cluster can no longer confirm, and since when."""
+    notice = stale_notice(snapshot, registry().health(spec))
+    if notice:
+        st.warning(md(notice), icon=":material/sync_problem:")
+
+
+def editing_gate(ctx: PageContext, sign_in_key: str) -> None:
+    """The top of every page that writes (Edit, Plan): stop the page, saying why, unless the
+    console may write here and this person may edit (ui.identity decides who that is)."""
+    if not ctx.policy.editing_enabled:
+        st.info("This console is read-only.")
+        st.stop()
+    if not ctx.connected:
+        st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
+        st.stop()
+    if ctx.identity.mode == LOCAL:
+        st.warning(f"**{LOCAL_MODE_NOTICE}** {LOCAL_MODE_DETAIL}", icon=":material/warning:")
+    allowed, why_not = ctx.may_edit()
+    if not allowed:
+        st.warning(md(why_not), icon=":material/lock:")
+        if ctx.identity.mode == SIGNIN and ctx.identity.name is None and not ctx.identity.problem:
+            st.button("Sign in to edit", key=sign_in_key, on_click=st.login, type="primary",
+                      icon=":material/login:")
+        st.stop()
