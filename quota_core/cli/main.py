@@ -215,18 +215,14 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO):
         return None, False
     from ..telemetry.collector import parse_endpoints
     from ..live import join_usage
-    from ..telemetry import scrape
     from ..telemetry.scrape import redirect_note
+    from ..telemetry.sweep import scrape_all
 
-    series, failed = [], False
-    for endpoint in parse_endpoints(args.metrics):
-        try:
-            series.extend(scrape(endpoint.url, endpoint.label, timeout=args.timeout,
-                                 on_redirect=lambda final, url=endpoint.url: err.write(
-                                     f"{PROG}: {redirect_note(url, final)}\n")))
-        except QuotaError as exc:
-            err.write(f"{PROG}: {exc}\n")
-            failed = True
+    series, errors = scrape_all(parse_endpoints(args.metrics), args.timeout,
+                                on_redirect=lambda url, final: err.write(
+                                    f"{PROG}: {redirect_note(url, final)}\n"),
+                                on_error=lambda _, exc: err.write(f"{PROG}: {exc}\n"))
+    failed = bool(errors)
     return join_usage(series, quotas), failed
 
 

@@ -124,17 +124,14 @@ def _series(args: argparse.Namespace, err: TextIO) -> list | None:
     if not args.metrics:
         return None
     from ..telemetry.collector import parse_endpoints
-    from ..telemetry import scrape
     from ..telemetry.scrape import redirect_note
+    from ..telemetry.sweep import scrape_all
 
-    series: list = []
-    for endpoint in parse_endpoints(args.metrics):
-        try:
-            series.extend(scrape(endpoint.url, endpoint.label, timeout=args.timeout,
-                                 on_redirect=lambda final, url=endpoint.url: err.write(
-                                     f"{PROG} plan: {redirect_note(url, final)}\n")))
-        except QuotaError as exc:
-            err.write(f"{PROG} plan: warning: {exc} (the plan is made without it)\n")
+    series, _ = scrape_all(parse_endpoints(args.metrics), args.timeout,
+                           on_redirect=lambda url, final: err.write(
+                               f"{PROG} plan: {redirect_note(url, final)}\n"),
+                           on_error=lambda _, exc: err.write(
+                               f"{PROG} plan: warning: {exc} (the plan is made without it)\n"))
     return series
 
 
