@@ -218,8 +218,7 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     """``apply PLANFILE ...``: 0 applied, 1 refused or not all applied, 2 a usage error (flags,
     an unreadable or malformed plan file, an unreadable --command-config), 3 outcome
     unknown."""
-    from ..plan import (check_plan_cluster, plan_key, quota_set_hash, read_plan, set_diff,
-                        verify_plan)
+    from ..plan import check_plan_cluster, plan_key, read_plan, since_plan, verify_plan
     from ..changes.workflow import apply_changes
 
     try:
@@ -250,11 +249,11 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     actor = args.actor or os_user()
 
     def unchanged_since_plan(backend) -> None:  # under the write lease
-        current = backend.describe()
-        if plan.changes and quota_set_hash(current) == quota_set_hash(plan.after):
+        since = since_plan(plan, backend.describe())
+        if since.state == "applied":
             raise _AlreadyApplied()
-        if quota_set_hash(current) != plan.base_hash:
-            raise _Drift(set_diff(plan.base, current))
+        if since.state == "moved":
+            raise _Drift(list(since.drift))
 
     try:
         with open_backend_from(args) as backend:
