@@ -10,8 +10,7 @@ made; each entity is applied through the same workflow as the Edit page and the 
 import streamlit as st
 
 from quota_core.errors import ConcurrentChange, OutcomeUnknown, QuotaError
-from quota_core.plan import (change_kind, check_plan_cluster, make_plan, plan_impact,
-                             quota_set_hash, set_diff)
+from quota_core.plan import change_kind, check_plan_cluster, make_plan, plan_impact, since_plan
 from quota_core.serialization import format_of, read_quota_file
 from quota_core.units import format_quota
 from quota_core.changes.workflow import apply_changes
@@ -151,10 +150,15 @@ if conflict is not None:
 confirm = st.checkbox(f"I have checked the plan: apply it to {md(ctx.spec.label)}", key="pl_confirm")
 if st.button("Apply", key="pl_apply", type="primary", icon=":material/done_all:",
              disabled=not confirm):
+    class AlreadyApplied(Exception):
+        """The cluster already holds the set this plan leads to."""
+
     def unchanged_since_plan(backend) -> None:  # run under the cluster's write lease
-        current = backend.describe()
-        if quota_set_hash(current) != plan.base_hash:
-            drift = set_diff(plan.base, current)
+        since = since_plan(plan, backend.describe())
+        if since.state == "applied":
+            raise AlreadyApplied()
+        if since.state == "moved":
+            drift = list(since.drift)
             raise ConcurrentChange(
                 f"The quota set changed since this plan was made ({len(drift)} "
                 f"difference{'' if len(drift) == 1 else 's'}): nothing was applied. Press "
@@ -167,6 +171,13 @@ if st.button("Apply", key="pl_apply", type="primary", icon=":material/done_all:"
                              cluster=ctx.cluster_fields(), audit=ctx.audit, action="apply",
                              extra={"via": "dashboard plan", "source": plan.source},
                              precheck=unchanged_since_plan)
+    except AlreadyApplied:
+        ss.pop("pl_plan", None)
+        ss.pop("pl_confirm", None)
+        registry().invalidate(ctx.spec)
+        st.success("Nothing to apply: the cluster already holds the quota set this plan leads "
+                   "to (it was applied already).", icon=":material/check_circle:")
+        st.stop()
     except ConcurrentChange as exc:
         ss["pl_conflict"] = {"message": str(exc), "rows": [
             {"entity": str(e), "key": c.key, "when planned": format_quota(c.key, c.before),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-__all__ = ["MAX_NAME_BYTES", "MAX_RECORDS_PER_REQUEST", "MAX_REQUEST_BYTES",
+__all__ = ["MAX_NAME_BYTES", "MAX_RECORDS_PER_REQUEST", "MAX_REQUEST_BYTES", "PER_ENTITY_READS",
            "POLICY_VIOLATION_MESSAGE", "name_length_problem", "request_batches"]
 
 #: A protocol STRING's limit (``Short.MAX_VALUE`` bytes of UTF-8).
@@ -28,6 +28,10 @@ MAX_RECORDS_PER_REQUEST = 10_000
 #: Our own bound on one request's (estimated) size: far below the broker's default
 #: ``socket.request.max.bytes`` (100 MiB), so a request of long names is split too.
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
+#: Up to this many entities, a read-back describes each entity on its own; above it, one
+#: describe of the whole set (or of the entities' shape) is cheaper. The apply workflow's
+#: read-back and the Kafka backend's propagation check both use it.
+PER_ENTITY_READS = 20
 #: What a 4.3.1 broker answers for every entity of a request over the record limit
 #: (POLICY_VIOLATION, with no message of its own: this is the error's description).
 POLICY_VIOLATION_MESSAGE = "Request parameters do not satisfy the configured policy."

@@ -39,7 +39,8 @@ from .validation import alteration_problems
 
 __all__ = ["PLAN_FORMAT", "EntityChange", "Plan", "PlanImpact", "quota_set_hash", "make_plan",
            "plan_impact", "plan_document", "read_plan", "set_diff", "change_kind", "plan_key",
-           "canonical_plan", "sign_plan", "verify_plan", "check_plan_cluster"]
+           "canonical_plan", "sign_plan", "verify_plan", "check_plan_cluster", "SincePlan",
+           "since_plan"]
 
 PLAN_FORMAT = "quota-console-plan/1"
 QuotaSet = Mapping[Entity, Mapping[str, float]]
@@ -128,6 +129,26 @@ class Plan:
         n = len(self.changes)
         return (f"{n} entit{'y' if n == 1 else 'ies'} to change ("
                 + ", ".join(f"{v} {k}" for k, v in self.counts().items() if v) + ")")
+
+
+@dataclass(frozen=True)
+class SincePlan:
+    """What the quota set did since a plan was made: ``unchanged`` (apply it), ``applied``
+    (it already holds the set the plan leads to: nothing to do) or ``moved`` (refuse, with
+    ``drift``: every (entity, key) that differs from the plan's base, planned → now)."""
+
+    state: str
+    drift: tuple[tuple[Entity, KeyChange], ...] = ()
+
+
+def since_plan(plan: Plan, current: QuotaSet) -> SincePlan:
+    """The one drift check of ``apply`` and the Plan page, run under the write lease."""
+    now = quota_set_hash(current)
+    if plan.changes and now == quota_set_hash(plan.after):
+        return SincePlan("applied")
+    if now != plan.base_hash:
+        return SincePlan("moved", tuple(set_diff(plan.base, current)))
+    return SincePlan("unchanged")
 
 
 def _entity_change(entity: Entity, before: Mapping[str, float],

@@ -384,15 +384,13 @@ def _yaml_problem(exc: Exception) -> str:
 
 
 _JSON_WS = re.compile(r"[ \t\n\r]*")
-_JSON_LITERALS = (("true", True), ("false", False), ("null", None), ("NaN", float("nan")),
-                  ("Infinity", float("inf")), ("-Infinity", float("-inf")))
 
 
 def _json_tree(text: str, source: str) -> Any:
     """JSON with the line of every object key and array item. The text is first checked by
-    :mod:`json` (its error messages), then scanned once more here for the positions."""
-    from json.decoder import scanstring
-    from json.scanner import NUMBER_RE
+    :mod:`json` (its error messages), then scanned once more here for the positions: the
+    containers here, every key and scalar by ``JSONDecoder.raw_decode`` (public)."""
+    scalar = json.JSONDecoder(parse_float=_json_float).raw_decode
 
     try:
         json.loads(text)
@@ -422,7 +420,7 @@ def _json_tree(text: str, source: str) -> Any:
             while True:
                 pos = skip(pos)
                 kline = line_of(pos)
-                key, pos = scanstring(text, pos + 1)
+                key, pos = scalar(text, pos)
                 pos = skip(pos) + 1  # the colon
                 item, pos = value(pos, depth + 1)
                 if key in obj:
@@ -447,15 +445,7 @@ def _json_tree(text: str, source: str) -> Any:
                 if text[pos] == "]":
                     return arr, pos + 1
                 pos += 1
-        if ch == '"':
-            return scanstring(text, pos + 1)
-        for word, literal in _JSON_LITERALS:
-            if text.startswith(word, pos):
-                return literal, pos + len(word)
-        m = NUMBER_RE.match(text, pos)
-        integer, frac, exp = m.groups()  # type: ignore[union-attr]
-        number = _json_float(integer + (frac or "") + (exp or "")) if frac or exp else int(integer)
-        return number, m.end()  # type: ignore[union-attr]
+        return scalar(text, pos)  # a string, number, true/false/null, NaN or ±Infinity
 
     try:
         return value(0)[0]

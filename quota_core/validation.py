@@ -23,6 +23,7 @@ __all__ = [
     "alteration_problems",
     "validate_alterations",
     "broker_rejection",
+    "java_entity_text",
     "is_ip_literal",
     "canonical_ip",
     "same_address",
@@ -216,7 +217,7 @@ def broker_rejection(alteration: Alteration, *,
     keys: set[str] = set()
     for op in alteration.ops:
         if op.key in keys:
-            return f"Ignoring duplicate entity {_java_entity(entity)}"
+            return f"Ignoring duplicate entity {java_entity_text(entity)}"
         keys.add(op.key)
     if entity.is_ip:
         name = entity.name(IP)
@@ -243,7 +244,7 @@ def broker_rejection(alteration: Alteration, *,
     return None
 
 
-def _java_entity(entity: Entity) -> str:
+def java_entity_text(entity: Entity) -> str:
     """``ClientQuotaEntity.toString()`` as a broker prints it: its entries HashMap (16 buckets)
     iterated in Java's order (:func:`~quota_core.java_text._hashmap_order`), null defaults."""
     parts = list(entity.parts)

@@ -3,7 +3,7 @@ text (validation) and by the kafka-configs.sh dialect (configs_compat)."""
 import pytest
 
 from quota_core.entities import Entity
-from quota_core.validation import _java_entity
+from quota_core.validation import java_entity_text
 
 
 @pytest.mark.parametrize("pairs, text", [
@@ -16,4 +16,4 @@ from quota_core.validation import _java_entity
     ((("ip", "10.0.0.1"),), "{ip=10.0.0.1}"),
 ])
 def test_entity_text_in_the_brokers_hashmap_order(pairs, text):
-    assert _java_entity(Entity.from_pairs(pairs)) == f"ClientQuotaEntity(entries={text})"
+    assert java_entity_text(Entity.from_pairs(pairs)) == f"ClientQuotaEntity(entries={text})"

@@ -44,3 +44,21 @@ def test_each_contract_fails_when_an_import_breaks_it(tmp_path, path, line, cont
     target.write_text("\n".join(body[:at + 1] + [line] + body[at + 1:]))
     run = _lint(tmp_path, "--contract", contract)
     assert run.returncode != 0 and "BROKEN" in run.stdout, run.stdout + run.stderr
+
+
+def test_the_core_names_no_pipeline_module_and_analyze_is_registered_by_the_pipeline():
+    """import-linter sees imports, not a module loaded by its name: the core must not name one
+    either. The pipeline adds ``analyze`` through the entry-point group the CLI reads."""
+    import re
+
+    from quota_core.cli.main import SUBCOMMANDS, registered_subcommands
+
+    named = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "quota_core").rglob("*.py"))
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"""["']pipeline[.:]""", line)]
+    assert named == []
+    assert "analyze" not in SUBCOMMANDS
+    analyze = registered_subcommands()["analyze"]
+    from pipeline.analyze import cli_main
+
+    assert analyze.load() is cli_main

@@ -348,3 +348,49 @@ def test_plan_with_metrics_judges_todays_traffic(tmp_path):
     assert code == 2, err
     assert "1 newly throttled" in out
     assert err.count("\n") == 1 and f"{url}/gone" in err and "warning" in err
+
+
+# -- one drift check: apply and the Plan page (issue 17) ----------------------------------------
+def test_since_plan_tells_unchanged_applied_and_moved_apart():
+    from quota_core.plan import since_plan
+
+    plan = make_plan(CURRENT, read_quota_file(DESIRED, "yaml"))
+    assert since_plan(plan, CURRENT).state == "unchanged"
+    assert since_plan(plan, plan.after).state == "applied"
+    moved = {**CURRENT, E(user="zed"): {"producer_byte_rate": 1.0}}
+    since = since_plan(plan, moved)
+    assert since.state == "moved"
+    assert [(str(e), c.key, c.before, c.after) for e, c in since.drift] == [
+        ("{user=zed}", "producer_byte_rate", None, 1.0)]
+    empty = make_plan(CURRENT, read_quota_file(dumps(CURRENT, "yaml"), "yaml"))
+    assert not empty.changes and since_plan(empty, CURRENT).state == "unchanged"
+
+
+def test_plan_page_says_a_plan_applied_already_and_writes_nothing(monkeypatch, store, audit_log):
+    from streamlit.testing.v1 import AppTest
+
+    for var in ("QUOTA_BOOTSTRAP_SERVERS", "QUOTA_READ_ONLY", "QUOTA_EDITORS",
+                "QUOTA_USER_HEADER", "QUOTA_METRICS", "QUOTA_TRUST_PROXY_HEADER",
+                "QUOTA_IDENTITY_CLAIM"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("QUOTA_SANDBOX", store)
+    monkeypatch.setenv("QUOTA_LOCAL_MODE", "1")
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),
+                           default_timeout=60)
+    at.secrets.update({"_tests": "isolated"})
+    at.session_state["operator_name"] = "jdoe"
+    at.run()
+    at.switch_page("pages/plan.py").run()
+    at.text_area(key="pl_text").input(DESIRED).run()
+    at.button(key="pl_plan_btn").click().run()
+    # Someone else brings the cluster to the desired set before this Apply.
+    after = make_plan(state(store), read_quota_file(DESIRED, "yaml")).after
+    with SandboxBackend(store) as backend:
+        backend.replace_all(after)
+    at.checkbox(key="pl_confirm").check().run()
+    at.button(key="pl_apply").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    assert any("applied already" in s.value for s in at.success)
+    assert state(store) == after
+    assert not audit_log.exists() or AuditLog(audit_log).read() == []

@@ -103,3 +103,20 @@ def test_the_error_tree_names_every_error_class_once_in_all():
             continue
         assert name in parents, f"{name} is not drawn in the errors tree"
         assert parents[name] == {b.__name__ for b in cls.__bases__}, name
+
+
+def test_the_backends_use_only_public_names_of_the_core():
+    """A backend imports what the core exports, never a private helper (issue 17: the sandbox
+    imported ``validation._java_entity``)."""
+    import ast
+    import pathlib
+
+    import quota_core.backends as backends
+
+    private = []
+    for path in sorted(pathlib.Path(backends.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level >= 2:  # from ..module import
+                private += [f"{path.name}: {node.module}.{a.name}" for a in node.names
+                            if a.name.startswith("_") and not a.name.startswith("__")]
+    assert private == []

@@ -380,3 +380,35 @@ def test_collect_says_a_followed_redirect_once(server, tmp_path):
             f"{server}/metrics; the metrics were read there")
     assert text.count(note) == 1, text
     assert proc.returncode == 0, text
+
+
+def test_scrape_all_answers_for_every_endpoint_in_order(server):
+    """The one "scrape every endpoint" loop: the series of those that answered (with their
+    labels), each failure in endpoint order, and redirect notes naming the endpoint."""
+    from quota_core.telemetry.collector import parse_endpoints
+    from quota_core.telemetry.sweep import scrape_all
+
+    endpoints = parse_endpoints(f"b1={server}/metrics,b2={server}/nothing,"
+                                f"b3={server}/redirect/same-host,b4=http://127.0.0.1:9/m")
+    heard: list = []
+    series, errors = scrape_all(endpoints, 5, on_redirect=lambda *a: heard.append(("moved", *a)),
+                                on_error=lambda e, exc: heard.append(("down", e.label)))
+    assert sorted({s.broker for s in series}) == ["b1", "b3"]
+    assert [(e.label, type(exc).__name__) for e, exc in errors] == [
+        ("b2", "MetricsError"), ("b4", "MetricsError")]
+    assert heard == [("down", "b2"), ("moved", f"{server}/redirect/same-host",
+                                      f"{server}/metrics"), ("down", "b4")]
+
+
+def test_the_cli_the_live_page_and_the_collector_share_the_scrape_step():
+    """No interface writes its own loop over the endpoints: each calls telemetry.sweep."""
+    import inspect
+
+    from quota_core.cli import main, plan
+    from quota_core.telemetry import collector
+    from ui import live
+
+    for module in (main, plan, live):
+        source = inspect.getsource(module)
+        assert "scrape_all(" in source and "telemetry import scrape\n" not in source, module
+    assert "scrape_endpoint(" in inspect.getsource(collector._scrape_one)

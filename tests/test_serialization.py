@@ -249,3 +249,29 @@ def test_yaml_exponent_without_a_dot_gets_a_hint():
         "the document, line 3 (entry 1): producer_byte_rate='1e6' is not a number. (YAML reads "
         "1e6 as "
         "text, and quotes make any number text: write 1000000 or 1.0e+6.)")
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_JSON, st.sampled_from([None, 1]))
+def test_the_json_reader_with_lines_reads_what_json_reads(doc, indent):
+    """The line-keeping JSON reader (import files) reads each value as :mod:`json` does: keys
+    and scalars through the public ``JSONDecoder.raw_decode``, not ``json.decoder`` internals."""
+    from quota_core import serialization
+
+    text = json.dumps(doc, indent=indent, ensure_ascii=bool(indent))
+    assert serialization._json_tree(text, "t.json") == json.loads(text)
+
+
+def test_the_json_reader_uses_no_private_json_module():
+    import inspect
+
+    from quota_core import serialization
+
+    source = inspect.getsource(serialization)
+    assert "json.decoder" not in source and "json.scanner" not in source

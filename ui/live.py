@@ -78,17 +78,13 @@ class LiveFeed:
         self._thread.start()
 
     def _round(self) -> Frame:
-        from quota_core.telemetry import scrape
+        from quota_core.telemetry.sweep import scrape_all
 
-        series, errors, down = [], {}, []
-        for endpoint in self.endpoints:
-            try:
-                series.extend(scrape(endpoint.url, endpoint.label, timeout=self.timeout_s))
-                self.last_ok[endpoint.url] = time.time()
-            except QuotaError as exc:
-                name = endpoint_name(endpoint)
-                errors[name] = str(exc)
-                down.append(Down(name, str(exc), self.last_ok.get(endpoint.url)))
+        series, failed = scrape_all(self.endpoints, self.timeout_s)
+        now, down_urls = time.time(), {endpoint.url for endpoint, _ in failed}
+        self.last_ok.update((e.url, now) for e in self.endpoints if e.url not in down_urls)
+        errors = {endpoint_name(e): str(exc) for e, exc in failed}
+        down = [Down(endpoint_name(e), str(exc), self.last_ok.get(e.url)) for e, exc in failed]
         return Frame(time.time(), tuple(series), errors, tuple(down))
 
     def _loop(self) -> None:

@@ -47,7 +47,7 @@ from ..keys import same_value
 from .kafka_wire import (RECEIVE_MAX_BYTES, AlterClientQuotasRequest, DescribeClientQuotasRequest,
                          Errors, KafkaConnectionManager, MetadataRequest, NetworkSelector,
                          oversized_frame, request_may_have_left)
-from ..limits import MAX_NAME_BYTES, MAX_RECORDS_PER_REQUEST, request_batches
+from ..limits import MAX_NAME_BYTES, MAX_RECORDS_PER_REQUEST, PER_ENTITY_READS, request_batches
 from .kafka_config import KafkaClientConfig, client_config, load_command_config
 
 __all__ = ["KafkaBackend", "check_quota_apis"]
@@ -56,8 +56,6 @@ log = logging.getLogger(__name__)
 
 _CLUSTER_AUTHORIZATION_FAILED = 31
 _FILTER_ERRORS = {42, 35}  # INVALID_REQUEST, UNSUPPORTED_VERSION ("Unsupported entity type")
-#: Above this many altered entities, the propagation check describes everything at once.
-_PER_ENTITY_CHECKS = 20
 #: Fail fast when every address refuses: this many refusals each, over at least this long.
 _REFUSALS = 3
 _REFUSED_FOR_S = 1.0
@@ -794,7 +792,7 @@ class KafkaBackend(QuotaBackend):
                  deadline: float) -> dict[Entity, dict[str, float]]:
         """The quotas of each altered entity now: one describe per entity for a few, one
         describe of their shape (or of everything) for many. Waits for a restarting broker."""
-        if len(alterations) <= _PER_ENTITY_CHECKS:
+        if len(alterations) <= PER_ENTITY_READS:
             return {a.entity: self._describe(EntityFilter.for_entity(a.entity),
                                              deadline=deadline, wait_refused=True)
                     .get(a.entity, {}) for a in alterations}
@@ -811,7 +809,7 @@ class KafkaBackend(QuotaBackend):
         delay = 0.02
         while pending:
             try:
-                if len(pending) <= _PER_ENTITY_CHECKS:
+                if len(pending) <= PER_ENTITY_READS:
                     current = {a.entity: self.describe_entity(a.entity) for a in pending}
                 else:
                     everything = self.describe(_shape_filter(a.entity for a in pending))

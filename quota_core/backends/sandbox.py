@@ -33,7 +33,7 @@ from ..errors import ConnectionFailed, LeaseUnavailable, QuotaError
 from ..keys import QUOTA_KEYS
 from ..filters import EntityFilter, filter_quotas
 from ..limits import MAX_RECORDS_PER_REQUEST, POLICY_VIOLATION_MESSAGE, request_batches
-from ..validation import _java_entity, broker_rejection, is_ip_literal
+from ..validation import broker_rejection, is_ip_literal, java_entity_text
 
 __all__ = ["SandboxBackend", "host_resolves"]
 
@@ -468,7 +468,7 @@ class SandboxBackend(QuotaBackend):
         if entity in seen:
             # A broker applies the first alteration of an entity and refuses the second, naming
             # the entity as Java prints it (ClientQuotaControlManager.alterClientQuotas).
-            return EntityResult(entity, f"Ignoring duplicate entity {_java_entity(entity)}",
+            return EntityResult(entity, f"Ignoring duplicate entity {java_entity_text(entity)}",
                                 "INVALID_REQUEST")
         seen.add(entity)
         error = broker_rejection(alteration, resolvable=self._resolvable)

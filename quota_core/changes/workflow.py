@@ -21,6 +21,7 @@ from ..entities import Entity
 from ..validation import validate_alterations
 from ..errors import BackendError, ConcurrentChange, OutcomeUnknown, QuotaError, WriteConflict
 from ..keys import json_number, same_value
+from ..limits import PER_ENTITY_READS
 from ..live import TrafficChange, traffic_impact
 from ..impact import (ClientChange, KeyChange, apply_alteration, client_impact, entity_diff,
                       ensure_unchanged, ip_impact)
@@ -107,7 +108,7 @@ def _same_quotas(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
 def _read_entities(backend: QuotaBackend, entities: Sequence[Entity]) -> dict[Entity, dict]:
     """The quotas of each entity: one describe per entity for a few, one describe of the
     whole set for many."""
-    if len(entities) <= 20:
+    if len(entities) <= PER_ENTITY_READS:
         return {e: backend.describe_entity(e) for e in entities}
     everything = backend.describe()
     return {e: dict(everything.get(e, {})) for e in entities}

@@ -5,7 +5,8 @@
 (:mod:`.output`) and the KIP-546 text forms (:mod:`.spec`).
 
 May import: everything in quota_core below it (core, backends, telemetry, changes). Never ui,
-pages or pipeline (the ``analyze`` subcommand is loaded by name, on demand).
+pages or pipeline (the pipeline registers ``analyze`` itself, through the
+``quota_console.subcommands`` entry-point group of pyproject.toml).
 """
 
 

@@ -21,6 +21,7 @@ from typing import TextIO
 from ..telemetry.collector import Collector, parse_endpoints
 from ..backends.open import NumberAction, open_backend
 from ..errors import ParseError, QuotaError
+from .exits import exit_code
 
 PROG = "kafka-client-quotas collect"
 
@@ -73,7 +74,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         endpoints = parse_endpoints(args.metrics)
     except ParseError as exc:
         err.write(f"{PROG}: error: {exc}\n")
-        return 2
+        return exit_code("collect", exc)
 
     def log(line: str) -> None:
         err.write(line + "\n")
@@ -115,10 +116,10 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 sink.close()
     except ParseError as exc:  # an unreadable --command-config: a usage error
         err.write(f"{PROG}: error: {exc}\n")
-        return 2
+        return exit_code("collect", exc)
     except QuotaError as exc:
         err.write(f"{PROG}: {exc}\n")
-        return 1
+        return exit_code("collect", exc)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

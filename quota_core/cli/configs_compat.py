@@ -43,10 +43,11 @@ from ..changes.audit import AuditLog, cluster_fields, default_audit_path, os_use
 from ..backends.base import QuotaBackend
 from ..backends.open import open_backend
 from ..entities import CLIENT_ID, IP, USER, Entity
-from ..errors import QuotaError
+from ..errors import QuotaError, UnreadableFile
 from ..filters import EntityFilter, FilterComponent
 from ..backends.files import PROPERTIES_LIMIT, read_bytes_file
 from ..backends.kafka_config import load_command_config, parse_properties
+from .exits import exit_code
 from ..java_text import (_COMMA, _EQUALS, _java_trim, _java_split, java_parse_double, java_double,  # moved there
                          _java_hash, _hashmap_order, _properties_order, _scala_set, _scala_buffer)
 
@@ -98,6 +99,14 @@ class CommandFailed(Exception):
     def __init__(self, message: str, usage: bool = False, trace: bool = False) -> None:
         super().__init__(message)
         self.message, self.usage, self.trace = message, usage, trace
+
+
+class _UnreadableFile(CommandFailed, UnreadableFile):
+    """A file the user named (``--add-config-file``) that cannot be read: a usage error, the
+    one 2 of ``configs`` (CONTRACTS: like an unreadable ``--import``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, trace=True)
 
 
 def _fail(message: str) -> CommandFailed:
@@ -290,9 +299,8 @@ def parse_configs_to_be_added(opts: Options) -> dict[str, str]:
             text = read_bytes_file(path, "--add-config-file", PROPERTIES_LIMIT).decode(
                 "latin-1")  # Properties.load(InputStream)
         except QuotaError as exc:  # an unreadable file the user named: a usage error, exit 2
-            failed = _ours(f"cannot read --add-config-file {path}: {exc.context['reason']}.")
-            failed.exit_code = 2  # (docs/CONTRACTS: like an unreadable --import)
-            raise failed from exc
+            raise _UnreadableFile(f"cannot read --add-config-file {path}: "
+                                  f"{exc.context['reason']}.") from exc
         props.update(parse_properties(text))
     if opts.has("add-config"):
         pairs = [_java_split(_EQUALS, item, keep_trailing=True)
@@ -495,11 +503,11 @@ def main(argv: Sequence[str], out: TextIO, err: TextIO,
             err.write(f"{PROG}: {exc.message}\n")
         else:
             err.write(f"{exc.message}\n" + (f"{USAGE}\n" if exc.usage else ""))
-        return getattr(exc, "exit_code", 1)
+        return exit_code("configs", exc)
     except QuotaError as exc:  # the backend's errors: ConfigCommand prints a stack trace
         err.write(f"Error while executing config command with args '{' '.join(argv)}'\n"
                   f"{PROG}: {exc}\n")
-        return 1
+        return exit_code("configs", exc)
     finally:
         for store in opened:
             store.close()

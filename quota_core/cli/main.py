@@ -215,18 +215,14 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO):
         return None, False
     from ..telemetry.collector import parse_endpoints
     from ..live import join_usage
-    from ..telemetry import scrape
     from ..telemetry.scrape import redirect_note
+    from ..telemetry.sweep import scrape_all
 
-    series, failed = [], False
-    for endpoint in parse_endpoints(args.metrics):
-        try:
-            series.extend(scrape(endpoint.url, endpoint.label, timeout=args.timeout,
-                                 on_redirect=lambda final, url=endpoint.url: err.write(
-                                     f"{PROG}: {redirect_note(url, final)}\n")))
-        except QuotaError as exc:
-            err.write(f"{PROG}: {exc}\n")
-            failed = True
+    series, errors = scrape_all(parse_endpoints(args.metrics), args.timeout,
+                                on_redirect=lambda url, final: err.write(
+                                    f"{PROG}: {redirect_note(url, final)}\n"),
+                                on_error=lambda _, exc: err.write(f"{PROG}: {exc}\n"))
+    failed = bool(errors)
     return join_usage(series, quotas), failed
 
 
@@ -492,6 +488,10 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         return configs_compat.main(words, out, err)
     if words and words[0] in SUBCOMMANDS:
         return _subcommand(words[0], words[1:], out, err)
+    if words and not words[0].startswith("-"):
+        registered = registered_subcommands().get(words[0])
+        if registered is not None:
+            return registered.load()(words[1:], out, err)
     parser = build_parser()
     try:
         # argparse prints --help and usage errors itself: send them to out / err too.
@@ -544,10 +544,19 @@ SUBCOMMANDS = {"collect": (".collect", "scrape broker metrics and snapshot quota
                "apply": (".plan:apply_main", "apply a plan file exactly, refused if the "
                                                  "quota set changed since"),
                "configs": (".configs_compat", "a kafka-configs.sh command line, always read "
-                                              "in its dialect (nothing guessed)"),
-               # The Spark job lives outside the core (pipeline/): imported only when asked for.
-               "analyze": ("pipeline.analyze:cli_main", "who was throttled, by which entry, and "
-                                                        "what a change would have done (Spark)")}
+                                              "in its dialect (nothing guessed)")}
+#: Other packages add subcommands through this entry-point group (pyproject.toml): the
+#: pipeline registers ``analyze`` (Spark), so the core names no pipeline module. Each entry
+#: point is a ``main(argv, out, err) -> int``, loaded only when its name is asked for.
+SUBCOMMAND_GROUP = "quota_console.subcommands"
+
+
+def registered_subcommands() -> dict:
+    """The subcommands other packages registered: name -> entry point (not yet loaded)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=SUBCOMMAND_GROUP)
+            if ep.name not in SUBCOMMANDS}
 
 
 def _subcommand(name: str, argv: list[str], out: TextIO, err: TextIO) -> int:

@@ -26,17 +26,14 @@ from typing import TextIO
 from ..changes.audit import AuditLog, cluster_fields, default_audit_path, os_user
 from ..backends.open import add_backend_arguments, open_backend_from
 from ..errors import (AlterationError, ConcurrentChange, OutcomeUnknown, ParseError, QuotaError,
-                      ValidationError)
+                      UsageError, ValidationError)
 from ..backends.files import IMPORT_LIMIT, read_text_file
+from .exits import FAILURE, exit_code
 from .output import FORMATS, entity_text, format_key_change, format_plan
 
 PROG = "kafka-client-quotas"
 #: plan: changes pending (exit 2); every error, wrong flags included, is 1.
 PLAN_OK, PLAN_ERROR, PLAN_PENDING = 0, 1, 2
-
-
-class _Usage(Exception):
-    pass
 
 
 def _where(p: argparse.ArgumentParser) -> None:
@@ -95,15 +92,15 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str], err: TextIO,
 
 def _check_where(args: argparse.Namespace) -> None:
     if bool(args.sandbox) == bool(args.bootstrap_server):
-        raise _Usage("Say where the quotas live: --bootstrap-server HOST:PORT (a Kafka "
+        raise UsageError("Say where the quotas live: --bootstrap-server HOST:PORT (a Kafka "
                      "cluster) or --sandbox PATH (a local sandbox file), one of them.")
     if args.command_config and not args.bootstrap_server:
-        raise _Usage("--command-config goes with --bootstrap-server.")
+        raise UsageError("--command-config goes with --bootstrap-server.")
     if not (math.isfinite(args.timeout) and 0 < args.timeout <= 3600):
-        raise _Usage(f"--timeout {args.timeout:g}: give a number of seconds between 0 and "
+        raise UsageError(f"--timeout {args.timeout:g}: give a number of seconds between 0 and "
                      f"3600.")
     if args.sandbox and not Path(args.sandbox).exists():
-        raise _Usage(f"No sandbox file at {args.sandbox}: create it with --alter or --import "
+        raise UsageError(f"No sandbox file at {args.sandbox}: create it with --alter or --import "
                      f"first. Check the path.")
 
 
@@ -127,17 +124,14 @@ def _series(args: argparse.Namespace, err: TextIO) -> list | None:
     if not args.metrics:
         return None
     from ..telemetry.collector import parse_endpoints
-    from ..telemetry import scrape
     from ..telemetry.scrape import redirect_note
+    from ..telemetry.sweep import scrape_all
 
-    series: list = []
-    for endpoint in parse_endpoints(args.metrics):
-        try:
-            series.extend(scrape(endpoint.url, endpoint.label, timeout=args.timeout,
-                                 on_redirect=lambda final, url=endpoint.url: err.write(
-                                     f"{PROG} plan: {redirect_note(url, final)}\n")))
-        except QuotaError as exc:
-            err.write(f"{PROG} plan: warning: {exc} (the plan is made without it)\n")
+    series, _ = scrape_all(parse_endpoints(args.metrics), args.timeout,
+                           on_redirect=lambda url, final: err.write(
+                               f"{PROG} plan: {redirect_note(url, final)}\n"),
+                           on_error=lambda _, exc: err.write(
+                               f"{PROG} plan: warning: {exc} (the plan is made without it)\n"))
     return series
 
 
@@ -157,7 +151,7 @@ def plan_main(argv: list[str], out: TextIO, err: TextIO) -> int:
         text = _read_text(path)
         desired = read_quota_file(text, format_of(path.name, text), source=str(path))
         if args.out and Path(args.out).resolve() == path.resolve():
-            raise _Usage(f"--out {args.out} is the desired file itself: write the plan "
+            raise UsageError(f"--out {args.out} is the desired file itself: write the plan "
                          f"elsewhere, e.g. --out plan.json.")
         series = _series(args, err)
         with open_backend_from(args) as backend:
@@ -176,18 +170,18 @@ def plan_main(argv: list[str], out: TextIO, err: TextIO) -> int:
             err.write(f"Plan written to {args.out}. Apply it with: {PROG} apply {args.out} "
                       f"{_where_flags(args)}\n")
         return PLAN_PENDING if plan.changes else PLAN_OK
-    except _Usage as exc:
+    except UsageError as exc:
         err.write(f"{PROG} plan: error: {exc}\n")
-        return PLAN_ERROR
+        return exit_code("plan", exc)
     except AlterationError as exc:
         for problem in exc.problems or [exc]:
             err.write(f"{PROG} plan: {getattr(problem, 'message', problem)}\n")
-        return PLAN_ERROR
+        return exit_code("plan", exc)
     except QuotaError as exc:
         err.write(f"{PROG} plan: {exc}\n")
-        return PLAN_ERROR
-    except BrokenPipeError:
-        return PLAN_ERROR
+        return exit_code("plan", exc)
+    except BrokenPipeError as exc:
+        return exit_code("plan", exc)
 
 
 def _where_flags(args: argparse.Namespace) -> str:
@@ -224,8 +218,7 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     """``apply PLANFILE ...``: 0 applied, 1 refused or not all applied, 2 a usage error (flags,
     an unreadable or malformed plan file, an unreadable --command-config), 3 outcome
     unknown."""
-    from ..plan import (check_plan_cluster, plan_key, quota_set_hash, read_plan, set_diff,
-                        verify_plan)
+    from ..plan import check_plan_cluster, plan_key, read_plan, since_plan, verify_plan
     from ..changes.workflow import apply_changes
 
     try:
@@ -243,24 +236,24 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
                              f"`{PROG} plan FILE ... --out {path}`.") from None
         plan = read_plan(doc, str(path))
         verify_plan(doc, plan_key(os.environ), str(path))
-    except _Usage as exc:
+    except UsageError as exc:
         err.write(f"{prefix}: error: {exc}\n")
-        return 2
+        return exit_code("apply", exc)
     except ParseError as exc:  # a plan file that cannot be read or is not a plan: usage
         err.write(f"{prefix}: {exc}\n")
-        return 2
+        return exit_code("apply", exc)
     except QuotaError as exc:  # PlanRefused: a signature that does not verify
         err.write(f"{prefix}: {exc}\n")
-        return 1
+        return exit_code("apply", exc)
     audit = AuditLog(args.audit_log or default_audit_path(os.environ))
     actor = args.actor or os_user()
 
     def unchanged_since_plan(backend) -> None:  # under the write lease
-        current = backend.describe()
-        if plan.changes and quota_set_hash(current) == quota_set_hash(plan.after):
+        since = since_plan(plan, backend.describe())
+        if since.state == "applied":
             raise _AlreadyApplied()
-        if quota_set_hash(current) != plan.base_hash:
-            raise _Drift(set_diff(plan.base, current))
+        if since.state == "moved":
+            raise _Drift(list(since.drift))
 
     try:
         with open_backend_from(args) as backend:
@@ -288,24 +281,24 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
             err.write(f"  … and {len(drift) - 50} more\n")
         err.write(f"Make a new plan ({PROG} plan FILE {_where_flags(args)} --out "
                   f"{path}), check it, and apply that.\n")
-        return 1
+        return FAILURE  # refused: a result of the drift check, not an error class
     except ConcurrentChange as exc:
         err.write(f"{prefix}: refused: {exc}\n")
-        return 1
+        return exit_code("apply", exc)
     except OutcomeUnknown as exc:  # sent, answer lost: neither applied nor refused
         err.write(f"{prefix}: {exc}\n")
-        return 3
+        return exit_code("apply", exc)
     except ParseError as exc:  # UnreadableConfig (--command-config), a malformed flag: usage
         err.write(f"{prefix}: {exc}\n")
-        return 2
+        return exit_code("apply", exc)
     except ValidationError as exc:
         err.write(f"{prefix}: {exc}\n")
-        return 1
+        return exit_code("apply", exc)
     except QuotaError as exc:
         err.write(f"{prefix}: {exc} Nothing was applied.\n"
                   if getattr(exc, "context", {}).get("phase") != "alter"
                   and "othing was" not in str(exc) else f"{prefix}: {exc}\n")
-        return 1
+        return exit_code("apply", exc)
     return _report_apply(done, plan, args, audit, actor, out, err)
 
 

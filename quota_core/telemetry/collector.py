@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from ..errors import BackendError, MetricsError, ParseError, QuotaError
 from .schema import snapshot_rows, usage_samples
+from .sweep import scrape_endpoint
 
 __all__ = ["Endpoint", "parse_endpoints", "Collector", "CollectorStats"]
 
@@ -227,9 +228,7 @@ def _scrape_one(scrape: Callable[..., list], endpoint: Endpoint, timeout: float)
     """One endpoint's series, or the error that made it a gap (a bug in a scrape function
     too: a worker never dies of one)."""
     try:
-        return scrape(endpoint.url, endpoint.label, timeout=timeout)
-    except QuotaError as exc:
-        return exc
+        return scrape_endpoint(endpoint, timeout, scrape=scrape)
     except Exception as exc:  # noqa: BLE001 - isolated per endpoint, reported as its gap
         return MetricsError(f"Scraping {endpoint.url} failed ({type(exc).__name__}: {exc}).",
                             url=endpoint.url)

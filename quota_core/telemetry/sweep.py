@@ -1,0 +1,55 @@
+"""Scrape every endpoint once: the one loop the CLI (``--throttled``, ``--resolve``, ``plan``),
+the Live page and the collector share.
+
+:func:`scrape_endpoint` is one endpoint's step (its series, or the :class:`QuotaError` that
+made it fail); :func:`scrape_all` runs it for each endpoint in turn. The collector runs the
+step on a thread per endpoint instead, so a slow endpoint never delays the others.
+"""
+from __future__ import annotations
+
+from typing import Callable, Protocol, Sequence
+
+from ..errors import QuotaError
+from .scrape import scrape as http_scrape
+from .series import QuotaSeries
+
+__all__ = ["scrape_endpoint", "scrape_all"]
+
+
+class _Endpoint(Protocol):  # telemetry.collector.Endpoint
+    label: str
+    url: str
+
+
+def scrape_endpoint(endpoint: _Endpoint, timeout: float, *,
+                    on_redirect: Callable[[str, str], None] | None = None,
+                    scrape: Callable[..., list] | None = None) -> list[QuotaSeries] | QuotaError:
+    """``endpoint``'s series, labelled with its label, or the error that made it fail.
+    ``on_redirect(url, final)`` hears of a followed redirect; ``scrape`` replaces the HTTP
+    scrape (the collector's is injected)."""
+    extra = {} if on_redirect is None else {
+        "on_redirect": lambda final: on_redirect(endpoint.url, final)}
+    try:
+        return (scrape or http_scrape)(endpoint.url, endpoint.label, timeout=timeout, **extra)
+    except QuotaError as exc:
+        return exc
+
+
+def scrape_all(endpoints: Sequence[_Endpoint], timeout: float,
+               on_redirect: Callable[[str, str], None] | None = None,
+               on_error: Callable[[_Endpoint, QuotaError], None] | None = None
+               ) -> tuple[list[QuotaSeries], list[tuple[_Endpoint, QuotaError]]]:
+    """Every endpoint in turn: ``(the series of those that answered, [(endpoint, error)] for
+    those that did not)``. ``on_error`` hears of each failure as it happens (so a CLI's lines
+    keep the endpoints' order, redirect notes included)."""
+    series: list[QuotaSeries] = []
+    errors: list[tuple[_Endpoint, QuotaError]] = []
+    for endpoint in endpoints:
+        answer = scrape_endpoint(endpoint, timeout, on_redirect=on_redirect)
+        if isinstance(answer, QuotaError):
+            errors.append((endpoint, answer))
+            if on_error is not None:
+                on_error(endpoint, answer)
+        else:
+            series.extend(answer)
+    return series, errors
