@@ -16,7 +16,8 @@ from quota_core.units import format_quota
 from quota_core.changes.workflow import apply_changes
 from ui.live import feed
 from ui.render import traffic_rows
-from ui.session import context, editing_gate, secrets_dict
+from ui.context import context, secrets_dict
+from ui.sidebar import editing_gate
 from ui.registry import registry
 from ui.text import code, md
 
