@@ -38,9 +38,9 @@ def test_the_per_entity_read_threshold_is_one_constant(tmp_path, monkeypatch):
         monkeypatch.setattr(backend, "describe_entity", describe_entity)
         monkeypatch.setattr(backend, "describe", describe)
         monkeypatch.setattr(workflow, "PER_ENTITY_READS", 3)
-        workflow.read_back_set(backend, {e: {} for e in entities}, timeout_s=0)
+        workflow.read_back_set(backend, {e: {} for e in entities})
         assert calls == ["one"] * 3
         calls.clear()
         monkeypatch.setattr(workflow, "PER_ENTITY_READS", 2)
-        workflow.read_back_set(backend, {e: {} for e in entities}, timeout_s=0)
+        workflow.read_back_set(backend, {e: {} for e in entities})
         assert calls == ["all"]

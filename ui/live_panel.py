@@ -19,7 +19,7 @@ from quota_core.verdict import tags_entity, verdicts
 
 from .charts import rate_vs_quota
 from .live import feed
-from .session import secrets_dict
+from .context import secrets_dict
 from .story import sentences_html
 from .text import md
 
