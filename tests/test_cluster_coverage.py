@@ -4,6 +4,7 @@ figures carry the node id the broker itself reports."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
@@ -14,6 +15,7 @@ from quota_core.coverage import (endpoint_address, endpoints_from_template, unwa
                                  unwatched_sentence)
 from quota_core.errors import ParseError
 from tests.cli_steps import run
+from tests.test_app import env  # noqa: F401  (fixture)
 
 
 # -- pure -------------------------------------------------------------------------------------
@@ -99,3 +101,22 @@ def test_each_broker_is_labelled_by_its_node_id_and_an_unwatched_one_is_named(
                               f"east={urls[0]},{urls[1]},{urls[2]}")
     assert code == 0 and "broker" not in err, err
     assert {b["broker"] for b in json.loads(out)["quotas"]["producer_byte_rate"]["live"]["brokers"]} == {"east", "2", "3"}
+
+
+def test_throttled_now_names_the_broker_it_cannot_see_and_gives_no_all_clear(
+        kafka_cluster, env):
+    from tests.app_steps import run_app, texts
+
+    urls = kafka_cluster.metrics_urls
+    env.setenv("QUOTA_BOOTSTRAP_SERVERS", kafka_cluster.bootstrap)
+    env.setenv("QUOTA_METRICS", f"{urls[0]},{urls[1]}")
+    env.setenv("QUOTA_LIVE_EVERY", "0.5")
+    at = run_app("pages/throttled.py")
+    deadline = time.monotonic() + 30
+    while not any("Broker 3" in w for w in texts(at.warning)):
+        assert time.monotonic() < deadline, texts(at.warning) + texts(at.info)
+        time.sleep(0.5)
+        at.run()
+    assert [w for w in texts(at.warning) if "Broker" in w] == [
+        "Broker 3: no metrics endpoint given: its throttling is not visible."]
+    assert not at.main.success  # never green while a broker is not watched
