@@ -131,7 +131,7 @@ def test_an_address_in_use_is_a_runtime_failure_naming_it(tmp_path):
     assert code == 1
     assert err.getvalue().startswith(f"kafka-client-quotas serve-metrics: error: Cannot listen "
                                      f"on 127.0.0.1:{port} (")
-    assert "give another --listen HOST:PORT" in err.getvalue() and "Traceback" not in err.getvalue()
+    assert "give another address (HOST:PORT)" in err.getvalue() and "Traceback" not in err.getvalue()
 
 
 def test_without_metrics_it_serves_the_configured_values_and_stops_on_sigterm(tmp_path):
@@ -164,6 +164,49 @@ def test_without_metrics_it_serves_the_configured_values_and_stops_on_sigterm(tm
         ("{user=%3Cdefault%3E, client-id=a%20b}", "%3Cdefault%3E", "a%20b", 50.0)]
     assert got["quota_console_quota_entries"][0].value == 2.0
     assert 0 <= got["quota_console_quota_set_age_seconds"][0].value < 60
+
+
+def test_collect_serve_is_one_process_collecting_and_serving(tmp_path):
+    from quota_core.backends.sandbox import SandboxBackend
+
+    path = tmp_path / "q.db"
+    with SandboxBackend(path) as sandbox:
+        assert sandbox.alter([Alteration(Entity.of(client_id=None),
+                                         (Op.set("consumer_byte_rate", 2048),))]).ok
+    with socket.socket() as closed:  # a port nothing listens on: an endpoint that is down
+        closed.bind(("127.0.0.1", 0))
+        down = f"127.0.0.1:{closed.getsockname()[1]}"
+    log = tmp_path / "stderr"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "quota_core", "collect", "--sandbox",
+                                 str(path), "--metrics", f"http://{down}/metrics", "--to",
+                                 str(tmp_path / "history"), "--every", "1", "--timeout", "1",
+                                 "--serve", "127.0.0.1:0"], stderr=err, cwd=REPO,
+                                env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        url = _served_url(log, proc)
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=20)
+    assert code == 0, log.read_text()
+    got = {f.name: f.samples for f in text_string_to_metric_families(text)}
+    assert [(s.labels, s.value) for s in got["quota_console_endpoint_up"]] == [
+        ({"endpoint": down}, 0.0)]
+    assert [(s.labels["entry"], s.labels["client_id"], s.value)
+            for s in got["kafka_client_quota_configured_bytes_per_second"]] == [
+        ("{client-id=<default>}", "<default>", 2048.0)]
+    assert "collect: scraping" in log.read_text()
+
+
+def test_collect_refuses_a_malformed_serve_address_as_a_usage_error(tmp_path):
+    out, err = StringIO(), StringIO()
+    code = main(["collect", "--sandbox", str(tmp_path / "q.db"), "--metrics",
+                 "http://127.0.0.1:9/metrics", "--to", str(tmp_path / "h"), "--serve",
+                 "127.0.0.1:port"], out, err)
+    assert code == 2
+    assert err.getvalue().startswith("kafka-client-quotas collect: error: --serve "
+                                     "'127.0.0.1:port': the port must be a number")
 
 
 def _served_url(log: Path, proc: subprocess.Popen) -> str:

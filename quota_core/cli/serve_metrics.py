@@ -72,8 +72,9 @@ def listen_address(args: argparse.Namespace) -> tuple[str, int]:
     return parse_listen(args.listen)
 
 
-def start(backend, args: argparse.Namespace, host: str, port: int, log):
-    """Build the exporter over ``backend`` and serve it: returns the HTTP server. Shared with
+def start(backend, args: argparse.Namespace, host: str, port: int, log, timeout: float):
+    """Build the exporter over ``backend`` (the endpoints of ``args.metrics`` or
+    ``args.metrics_template``) and serve it: returns the HTTP server. Shared with
     ``collect --serve``."""
     from ..telemetry.collector import parse_endpoints
     from ..telemetry.exporter import QuotaExporter, serve
@@ -90,7 +91,7 @@ def start(backend, args: argparse.Namespace, host: str, port: int, log):
                                                        info.hosts))
 
     exporter = QuotaExporter(backend.describe, endpoints, lambda: backend.info().node_ids,
-                             timeout=args.scrape_timeout, log=log)
+                             timeout=timeout, log=log)
     exporter.read_quotas()  # a cluster that cannot be read fails the start, with its reason
     server = serve(exporter, host, port)
     bound_host, bound_port = server.server_address[:2]
@@ -116,7 +117,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     try:
         host, port = listen_address(args)
         with open_backend_from(args) as backend:
-            server = start(backend, args, host, port, log)
+            server = start(backend, args, host, port, log, args.scrape_timeout)
             try:
                 stop.wait()
             finally:

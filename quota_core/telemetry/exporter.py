@@ -231,7 +231,7 @@ class QuotaExporter(_PromCollector):
             self.log(f"serve-metrics: {line}")
 
 
-def parse_listen(text: str) -> tuple[str, int]:
+def parse_listen(text: str, flag: str = "--listen") -> tuple[str, int]:
     """``HOST:PORT``, ``[V6]:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1; port 0: any free
     one). Any host is taken (0.0.0.0 too: the user's choice), only a malformed one is a
     :class:`ParseError`."""
@@ -249,10 +249,10 @@ def parse_listen(text: str) -> tuple[str, int]:
     fix = ("give HOST:PORT, e.g. 127.0.0.1:9464 (or [::1]:9464; a port alone listens on "
            "127.0.0.1)")
     if not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ParseError(f"--listen {text!r}: the port must be a number from 0 to 65535; {fix}.",
+        raise ParseError(f"{flag} {text!r}: the port must be a number from 0 to 65535; {fix}.",
                          value=text)
     if bad or any(c.isspace() or c in "/?#@[]" for c in host):
-        raise ParseError(f"--listen {text!r}: {host!r} is not a host name or address; {fix}.",
+        raise ParseError(f"{flag} {text!r}: {host!r} is not a host name or address; {fix}.",
                          value=text)
     return host or DEFAULT_LISTEN[0], int(port)
 
@@ -269,6 +269,6 @@ def serve(exporter: QuotaExporter, host: str, port: int):
         server, _thread = start_http_server(port, addr=host, registry=registry)
     except OSError as exc:
         raise BackendError(f"Cannot listen on {host}:{port} ({exc.strerror or exc}): give "
-                           f"another --listen HOST:PORT, or stop what holds it.",
+                           f"another address (HOST:PORT), or stop what holds it.",
                            listen=f"{host}:{port}") from None
     return server
