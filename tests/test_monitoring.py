@@ -120,6 +120,19 @@ def test_a_malformed_listen_is_a_usage_error_naming_it(tmp_path, listen, words):
                               f"port alone listens on 127.0.0.1).\n")
 
 
+@pytest.mark.parametrize("flags, words", [
+    (["--metrics", "ftp://b1/metrics"], "--metrics 'ftp://b1/metrics': "),
+    (["--metrics", "http://b1/m", "--metrics-template", "http://{host}:1/m"], "not both"),
+    (["--scrape-timeout", "0"], "--scrape-timeout 0: give a number of seconds greater than 0."),
+    (["--bootstrap-server", "127.0.0.1:9"], "Say whose quotas to serve"),
+])
+def test_other_usage_errors_exit_2_before_connecting(tmp_path, flags, words):
+    out, err = StringIO(), StringIO()
+    code = main(["serve-metrics", "--sandbox", str(tmp_path / "q.db"), *flags], out, err)
+    assert code == 2 and words in err.getvalue() and "Traceback" not in err.getvalue()
+    assert err.getvalue().startswith("kafka-client-quotas serve-metrics: error: ")
+
+
 def test_an_address_in_use_is_a_runtime_failure_naming_it(tmp_path):
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
@@ -243,3 +256,31 @@ def test_the_dashboard_has_its_panels_at_the_top_level():
     titles = [p["title"] for p in board["panels"]]
     assert any("brokers" in t for t in titles) and "Top throttled entries" in titles
     assert all(t["expr"] for p in board["panels"] for t in p["targets"])
+
+
+def test_a_quota_set_that_cannot_be_read_is_kept_its_age_grows_and_it_is_said_once():
+    from quota_core.errors import ConnectionFailed
+    from quota_core.telemetry.exporter import QuotaExporter
+
+    quotas = {Entity.of(user="alice"): {"producer_byte_rate": 100.0}}
+    answers: list = [quotas, ConnectionFailed("broker-1:9092 does not answer"),
+                     ConnectionFailed("broker-1:9092 does not answer"), quotas]
+    now, lines = [0.0], []
+
+    def describe():
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    exporter = QuotaExporter(describe, clock=lambda: now[0], log=lines.append)
+    exporter.read_quotas()
+    ages = []
+    for t in (100.0, 700.0, 800.0):
+        now[0] = t
+        got = _samples(exporter.scrape())
+        ages.append(got["quota_console_quota_set_age_seconds"][0].value)
+        assert [s.value for s in got["kafka_client_quota_configured_bytes_per_second"]] == [100.0]
+    assert ages == [100.0, 700.0, 0.0]
+    assert lines == ["serve-metrics: cannot read the quota set, serving the last one read: "
+                     "broker-1:9092 does not answer", "serve-metrics: the quota set is read again"]

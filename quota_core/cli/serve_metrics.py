@@ -22,7 +22,7 @@ import sys
 import threading
 from typing import TextIO
 
-from ..backends.open import add_backend_arguments, open_backend_from
+from ..backends.open import NumberAction, add_backend_arguments, open_backend_from
 from ..errors import ParseError, QuotaError, UsageError
 from .exits import exit_code
 
@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one endpoint per broker of the cluster, e.g. "
                         "'http://{host}:7071/metrics' ({id}: the node id); needs "
                         "--bootstrap-server")
-    p.add_argument("--scrape-timeout", type=float, default=5.0, metavar="SECONDS",
+    p.add_argument("--scrape-timeout", type=float, action=NumberAction, default=5.0,
+                   metavar="SECONDS",
                    help="per broker endpoint, within each scrape (default 5)")
     add_backend_arguments(p)
     return p
@@ -52,6 +53,10 @@ def listen_address(args: argparse.Namespace) -> tuple[str, int]:
     :class:`UsageError` for what the user must fix."""
     from ..telemetry.exporter import parse_listen
 
+    if args.metrics:
+        from ..telemetry.collector import parse_endpoints
+
+        parse_endpoints(args.metrics)  # a malformed URL is refused before connecting
     if args.metrics and args.metrics_template:
         raise UsageError("Give --metrics URL[,URL...] or --metrics-template TEMPLATE, not both.")
     if args.metrics_template:

@@ -177,6 +177,7 @@ class QuotaExporter(_PromCollector):
         self._read_at: float | None = None
         self._down: set[str] = set()
         self._nodes: tuple[str, ...] = ()
+        self._endpoints_last: list = []
 
     def read_quotas(self) -> None:
         """Read the quota set now (the CLI calls it once at start, so a cluster that cannot be
@@ -201,12 +202,15 @@ class QuotaExporter(_PromCollector):
         except QuotaError as exc:
             self._state("quota set", False, f"cannot read the quota set, serving the last one "
                         f"read: {exc}")
-        try:
+        try:  # the cluster's brokers (and, with a template, their endpoints)
             self._nodes = tuple(self._node_ids())
             endpoints = list(self._endpoints())
-        except QuotaError as exc:  # the cluster's broker list (template): keep the last one
-            self.log(f"serve-metrics: cannot list the cluster's brokers: {exc}")
-            endpoints = []
+            self._endpoints_last = endpoints
+            self._state("brokers", True, "the cluster's brokers are listed again")
+        except QuotaError as exc:  # keep the last list
+            self._state("brokers", False, f"cannot list the cluster's brokers, keeping the "
+                        f"last list: {exc}")
+            endpoints = self._endpoints_last
         series, errors = scrape_all(endpoints, self.timeout) if endpoints else ([], [])
         failed = {e.label for e, _ in errors}
         for endpoint, exc in errors:
