@@ -153,9 +153,10 @@ def test_prometheus_sees_the_throttled_bucket_its_entry_and_limit_and_fires_the_
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
         mine = f'{{client_id="{client_id}",user="ANONYMOUS"}}'
-        firing = _wait("the throttling alert firing", lambda: api.query(
-            f'ALERTS{{alertname="KafkaClientThrottled",alertstate="firing",client_id="{client_id}"}}'),
-            60, console_log)
+        alert_query = (f'ALERTS{{alertname="KafkaClientThrottled",alertstate="firing",'
+                       f'client_id="{client_id}"}}')
+        firing = _wait("the throttling alert firing", lambda: api.query(alert_query), 60,
+                       console_log)
         over = _wait("utilisation above 1", lambda: api.query(
             f"max_over_time(kafka_client_quota_utilisation_ratio{mine}[1m]) > 1"), 30)
 

@@ -136,7 +136,8 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 served = stack.enter_context(open_backend(
                     args.sandbox, args.bootstrap_server, args.command_config,
                     timeout_s=args.timeout))
-                server = start(served, args, *parse_listen(args.serve, "--serve"), log, args.timeout)
+                host, port = parse_listen(args.serve, "--serve")
+                server = start(served, args, host, port, log, args.timeout)
                 stack.callback(server.server_close)
                 stack.callback(server.shutdown)
             sink = open_sink(args.to, client_conf, args.bootstrap_server)

@@ -80,8 +80,8 @@ def _bucket_labels(row: BucketUsage) -> list[str]:
 
 def _entry_labels(entity: Entity, key: str) -> list[str]:
     names = entity.as_dict()
-    return [str(entity)] + [label_name(names[t]) if t in names else "" for t in (USER, CLIENT_ID, IP)] \
-        + [key]
+    parts = [label_name(names[t]) if t in names else "" for t in (USER, CLIENT_ID, IP)]
+    return [str(entity), *parts, key]
 
 
 @dataclass
@@ -175,7 +175,7 @@ class QuotaExporter(_PromCollector):
         self._lock = threading.Lock()  # the HTTP server answers on threads: one sweep at a time
         self._quotas: Mapping[Entity, Mapping[str, float]] = {}
         self._read_at: float | None = None
-        self._down: set[str] = set()
+        self._down: set = set()  # what is down now: "quota set", "brokers", ("endpoint", label)
         self._nodes: tuple[str, ...] = ()
         self._endpoints_last: list = []
 
@@ -214,10 +214,12 @@ class QuotaExporter(_PromCollector):
         series, errors = scrape_all(endpoints, self.timeout) if endpoints else ([], [])
         failed = {e.label for e, _ in errors}
         for endpoint, exc in errors:
-            self._state(endpoint.label, False, f"{endpoint.label} does not answer: {exc}")
+            self._state(("endpoint", endpoint.label), False,
+                        f"{endpoint.label} does not answer: {exc}")
         for endpoint in endpoints:
             if endpoint.label not in failed:
-                self._state(endpoint.label, True, f"{endpoint.label} answers again")
+                self._state(("endpoint", endpoint.label), True,
+                            f"{endpoint.label} answers again")
         answered = set(getattr(series, "brokers", ()))
         health = Health({e.label: e.label not in failed for e in endpoints},
                         {node: node in answered for node in self._nodes},
@@ -226,7 +228,7 @@ class QuotaExporter(_PromCollector):
         health.scrape_duration_s = self.clock() - started
         return families(rows, self._quotas, health)
 
-    def _state(self, what: str, ok: bool, line: str) -> None:
+    def _state(self, what, ok: bool, line: str) -> None:
         if ok and what in self._down:
             self._down.discard(what)
             self.log(f"serve-metrics: {line}")
