@@ -29,6 +29,7 @@ from ui.context import context, secrets_dict
 from ui.sidebar import editing_gate
 from ui.registry import registry
 from ui.form_words import form_message
+from ui.brokers import settings_warnings
 from ui.story import cluster_window
 from ui.text import code, md
 
@@ -260,6 +261,7 @@ if problems or entity_problems:
 
 # -- preview -----------------------------------------------------------------------------------
 st.subheader("Preview")
+settings_warnings(backend)  # a custom quota callback decides instead of these entries
 uploaded: list[tuple[str, str]] = []
 upload = st.file_uploader("Known clients to check (CSV: user,client_id)", type=["csv", "txt"],
                           key="ed_clients",

@@ -23,17 +23,12 @@ __all__ = ["BrokerFigure", "OtherBucket", "KeyVerdict", "key_verdict", "verdicts
 
 
 def read_window(backend) -> QuotaWindow:
-    """The brokers' quota window behind ``backend`` (``QuotaBackend.quota_window``), or
-    Kafka's defaults saying why when the brokers' settings cannot be read: a verdict never
-    fails for want of it."""
-    from .errors import QuotaError
+    """The brokers' quota window behind ``backend`` (the one most brokers have:
+    :func:`quota_core.brokers.read_settings`), or Kafka's defaults saying why when the brokers'
+    settings cannot be read: a verdict never fails for want of it."""
+    from .brokers import read_settings
 
-    try:
-        return backend.quota_window()
-    except QuotaError as exc:
-        return QuotaWindow(source=f"Kafka's defaults: the brokers' settings could not be "
-                                  f"read ({exc})")
-
+    return read_settings(backend).window()
 
 
 def tags_entity(tags: Tags) -> Entity:
