@@ -43,6 +43,7 @@ editing_gate(ctx, sign_in_key="sign_in_edit")  # who may edit: ui.identity
 st.caption(f"Changes go to **{md(ctx.spec.label)}** ({code(ctx.spec.location)}) and are recorded "
            f"in the audit log as **{md(ctx.operator)}** ({md(ctx.identity.via)}).")
 backend = ctx.backend
+settings_warnings(backend)  # a custom quota callback decides instead of these entries
 ss = st.session_state
 
 
@@ -261,7 +262,6 @@ if problems or entity_problems:
 
 # -- preview -----------------------------------------------------------------------------------
 st.subheader("Preview")
-settings_warnings(backend)  # a custom quota callback decides instead of these entries
 uploaded: list[tuple[str, str]] = []
 upload = st.file_uploader("Known clients to check (CSV: user,client_id)", type=["csv", "txt"],
                           key="ed_clients",

@@ -1,0 +1,125 @@
+"""The broker settings on real brokers: the extra cluster of tests/settings_fixtures.py runs a
+custom ``client.quota.callback.class`` (compiled here) with ``quota.window.num=5``; its node 2
+(when there are two) has its own ``num.io.threads``. The console reads every broker's settings,
+warns naming the class (CLI and pages), and its arithmetic uses 5 windows, not 11."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from quota_core.alterations import Alteration, Op
+from quota_core.backends.kafka import KafkaBackend
+from quota_core.entities import Entity
+from quota_core.throttle import estimate_throttle
+from tests.app_steps import run_app, texts
+from tests.cli_steps import run
+from tests.settings_fixtures import CALLBACK_CLASS, settings_cluster  # noqa: F401  (fixture)
+from tests.test_app import env  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.kafka
+
+MiB = 1024 * 1024
+P = "producer_byte_rate"
+
+
+def _nodes(cluster) -> list:
+    return list(getattr(cluster, "nodes", None) or [cluster])
+
+
+def _metrics(cluster) -> str:
+    return ",".join(n.metrics_url for n in _nodes(cluster))
+
+
+@pytest.fixture(scope="module")
+def quota_set(settings_cluster):
+    """alice's own entry, 1 MiB/s: stored and described, though the callback ignores it."""
+    with KafkaBackend(settings_cluster.bootstrap) as backend:
+        entity = Entity.of(user="alice", client_id="app")
+        backend.alter([Alteration(entity, (Op.set(P, MiB),))])
+        yield backend
+
+
+def test_every_brokers_settings_are_read(settings_cluster, quota_set):
+    settings = quota_set.broker_settings()
+    nodes = [str(getattr(n, "node_id", 1)) for n in _nodes(settings_cluster)]
+    assert [b.node_id for b in settings.brokers] == nodes and not settings.unread
+    for b in settings.brokers:
+        assert b.callback == CALLBACK_CLASS
+        assert (b.value("quota.window.num"), b.sources["quota.window.num"]) == \
+            ("5", "server.properties")
+        assert b.value("quota.window.size.seconds") == "1"
+        assert b.sources["quota.window.size.seconds"] == "Kafka's default"
+        assert b.value("controller.quota.window.num") == "11"
+        assert b.value("max.connection.creation.rate") == "2147483647"
+        assert b.value("message.max.bytes") == "1048588"
+        assert b.value("num.network.threads") == "2"
+    assert settings.custom_callback and settings.callback_label == CALLBACK_CLASS
+    window = settings.window()
+    assert (window.samples, window.sample_s) == (5, 1)
+    if len(nodes) > 1:  # node 2 runs its own num.io.threads: a rolling change half done
+        [d] = settings.disagreements()
+        assert (d.name, d.brokers) == ("num.io.threads", ("2",))
+        assert settings.node("2").value("num.io.threads") == "3"
+
+
+@pytest.mark.parametrize("mode", [("--describe",), ("--resolve", "--user", "alice",
+                                                      "--client-id", "app"),
+                                  ("--throttled", "--metrics", None)])
+def test_the_cli_names_the_custom_callback_on_stderr_and_exits_as_before(settings_cluster,
+                                                                         quota_set, mode):
+    args = tuple(_metrics(settings_cluster) if a is None else a for a in mode)
+    code, out, err = run("--bootstrap-server", settings_cluster.bootstrap, *args)
+    assert code == 0, err
+    [line] = [x for x in err.splitlines() if "client.quota.callback.class" in x]
+    assert line.startswith("kafka-client-quotas: warning: ")
+    assert f"client.quota.callback.class={CALLBACK_CLASS}" in line
+    assert "describe output does not decide enforcement here" in line
+    if len(_nodes(settings_cluster)) > 1:
+        assert any("disagree on num.io.threads" in x and "broker 2" in x
+                   for x in err.splitlines()), err
+    if mode[0] == "--describe":
+        assert "alice" in out       # the output itself is unchanged
+
+
+def test_the_cli_live_verdict_uses_the_clusters_window(settings_cluster, quota_set):
+    code, out, err = run("--bootstrap-server", settings_cluster.bootstrap, "--resolve",
+                         "--user", "alice", "--client-id", "app", "--metrics",
+                         _metrics(settings_cluster), "--output", "json")
+    assert code == 0, err
+    window = json.loads(out)["window"]
+    assert (window["num"], window["size_s"]) == (5, 1)
+    assert window["source"].startswith("broker")
+
+
+def _connect(env, cluster) -> None:
+    env.setenv("QUOTA_BOOTSTRAP_SERVERS", cluster.bootstrap)
+
+
+def test_resolve_warns_marks_the_ladder_and_estimates_with_five_windows(settings_cluster,
+                                                                        quota_set, env):
+    _connect(env, settings_cluster)
+    at = run_app("pages/resolve.py", query={"user": "alice", "client_id": "app"})
+    warned = [t for t in texts(at.warning) if "client.quota.callback.class" in t]
+    assert len(warned) == 1 and CALLBACK_CLASS in warned[0], texts(at.warning)
+    assert any(t.startswith("Kafka's default callback: not what decides here")
+               and CALLBACK_CLASS in t for t in texts(at.caption)), texts(at.caption)
+    # By hand: twice the quota is delayed one measured window, (5 - 1) × 1 s, not 10 s.
+    at.text_input(key=f"rs_obs_{P}").input("2MiB").run()
+    assert not at.exception
+    expected = estimate_throttle(P, 2 * MiB, MiB, window=quota_set.quota_window()).throttle_ms
+    assert expected == 4_000
+    assert any(f"throttled ≈ {expected:,} ms per request" in t for t in texts(at.error)), \
+        texts(at.error)
+    assert any("quota window 5 × 1 s" in t for t in texts(at.caption)), texts(at.caption)
+
+
+@pytest.mark.parametrize("page", ["pages/throttled.py", "pages/edit.py"])
+def test_throttled_now_and_edit_warn_naming_the_class(settings_cluster, quota_set, env, page):
+    _connect(env, settings_cluster)
+    env.setenv("QUOTA_METRICS", _metrics(settings_cluster))
+    at = run_app(page, operator="ops")
+    warned = [t for t in texts(at.warning) if "client.quota.callback.class" in t]
+    assert len(warned) == 1 and CALLBACK_CLASS in warned[0], texts(at.warning)
+    if len(_nodes(settings_cluster)) > 1:
+        assert any("num.io.threads" in t and "broker 2" in t for t in texts(at.warning))
