@@ -214,7 +214,9 @@ class ClusterSettings:
         where = _brokers(same)
         if len(same) < len(self.read):
             where += f" (of {len(self.read)} read: the others differ)"
-        return QuotaWindow(pick.samples, pick.sample_s, where)
+        differing = tuple((b.node_id, w.samples, w.sample_s) for b, w in zip(self.read, windows)
+                          if (w.samples, w.sample_s) != (pick.samples, pick.sample_s))
+        return QuotaWindow(pick.samples, pick.sample_s, where, differing)
 
     def window(self) -> QuotaWindow:
         """The quota window the throttle arithmetic uses: the one most brokers have."""
@@ -224,10 +226,6 @@ class ClusterSettings:
         """The controller mutation window (``controller_mutation_rate``'s token bucket)."""
         return self._window(True)
 
-    def window_of(self, broker: str) -> QuotaWindow:
-        """The window of the broker labelled ``broker`` (a node id), else :meth:`window`."""
-        node = self.node(broker)
-        return node.window() if node is not None and node.read else self.window()
 
     @property
     def callbacks(self) -> dict[str, tuple[str, ...]]:

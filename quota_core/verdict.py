@@ -63,7 +63,7 @@ class BrokerFigure:
         estimated = row.estimated_throttle_ms
         if row.quota is not None and row.quota_type != "controller_mutation":
             estimated = estimate_throttle(row.key, row.rate or 0.0, row.quota,
-                                          window=window).throttle_ms
+                                          window=window.for_broker(row.broker)).throttle_ms
         return cls(row.broker, row.rate, row.quota, row.throttle_ms, row.throttled,
                    row.over_quota, estimated)
 

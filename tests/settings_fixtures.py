@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from localkafka import LocalCluster
+
 CALLBACK_CLASS = "FlatQuotaCallback"
 CALLBACK_SOURCE = Path(__file__).parent / "java" / f"{CALLBACK_CLASS}.java"
 #: What the extra cluster's brokers run with (the restart-needing settings).
 OVERRIDES = {"client.quota.callback.class": CALLBACK_CLASS, "quota.window.num": "5"}
-#: With a cluster of two, node 2 differs on a setting no test here depends on, so the
-#: console has a rolling change half done to name.
+#: Node 2 differs on a setting no test here depends on: a rolling change half done to name.
 NODE_OVERRIDES = {2: {"num.io.threads": "3"}}
 
 
@@ -65,20 +66,13 @@ def _start(cluster, jar: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def settings_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """The extra cluster: two nodes (started together) when ``localkafka.LocalCluster`` is
-    there, else one broker; every node runs the custom callback with ``quota.window.num=5``,
-    and node 2 has its own ``num.io.threads``. ``.bootstrap``, ``.nodes``, ``.admin()``."""
-    import localkafka
-
+def settings_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The extra cluster: two nodes (started together), both running the custom callback with
+    ``quota.window.num=5``; node 2 has its own ``num.io.threads``."""
     workdir = tmp_path_factory.mktemp("settings_cluster")
     jar = callback_jar(workdir)
-    cluster_class = getattr(localkafka, "LocalCluster", None)
-    if cluster_class is not None:
-        cluster = cluster_class(workdir / "nodes", brokers=2, overrides=OVERRIDES,
-                                node_overrides=NODE_OVERRIDES)
-    else:
-        cluster = localkafka.LocalBroker(workdir / "node", overrides=OVERRIDES)
+    cluster = LocalCluster(workdir / "nodes", brokers=2, overrides=OVERRIDES,
+                           node_overrides=NODE_OVERRIDES)
     try:
         _start(cluster, jar)
         yield cluster

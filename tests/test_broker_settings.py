@@ -6,6 +6,7 @@ import pytest
 from quota_core.backends.sandbox import SandboxBackend
 from quota_core.brokers import (DEFAULT_CALLBACK, KAFKA_DEFAULTS, SETTINGS, BrokerSettings,
                                 ClusterSettings, read_settings)
+from quota_core.entities import Entity
 from quota_core.errors import ConnectionFailed
 from quota_core.throttle import estimate_throttle
 from quota_core.verdict import read_window
@@ -119,10 +120,24 @@ def test_an_unread_broker_is_named_apart():
     assert s.window().source == "broker 1"
 
 
-def test_window_of_a_broker_is_its_own():
-    s = cluster(broker("1"), broker("2", quota_window_num="5"))
-    assert s.window_of("2").samples == 5 and s.window_of("1").samples == 11
-    assert s.window_of("broker-a") == s.window()       # a user's label: the cluster's
+def test_each_broker_is_estimated_with_its_own_window():
+    """A rolling change half done: broker 2 already has 5 windows. The verdict's per-broker
+    estimate for broker 2 uses 5 (4 s for twice the quota), broker 1's the cluster's 11."""
+    from quota_core import resolve
+    from quota_core.live import BucketUsage
+    from quota_core.verdict import key_verdict
+
+    s = cluster(broker("1"), broker("2", quota_window_num="5"), broker("3"))
+    window = s.window()
+    assert (window.samples, window.differing) == (11, (("2", 5, 1),))
+    assert window.for_broker("2").samples == 5 and window.for_broker("1") is window
+    assert window.for_broker("broker-a") is window        # a user's label: the cluster's
+    entity = Entity.of(user="alice", client_id="app")
+    quotas = {entity: {"producer_byte_rate": 1000.0}}
+    rows = [BucketUsage(b, "produce", "producer_byte_rate", "alice", "app", 2000.0, None,
+                        1000.0, 1, entity) for b in ("1", "2")]
+    v = key_verdict(resolve(quotas, "alice", "app"), "producer_byte_rate", quotas, rows, window)
+    assert {b.broker: b.estimated_ms for b in v.brokers} == {"1": 10_000, "2": 4_000}
 
 
 def test_rows_and_json_carry_every_setting_per_broker():
