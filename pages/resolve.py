@@ -107,6 +107,8 @@ st.html(answers_html(resolution, keys, quotas))
 # The brokers' settings: a custom quota callback or brokers that disagree are named here.
 settings = settings_warnings(ctx.backend)
 window = settings.window()
+if resolution.client.is_ip and settings.connection_cap() is not None:
+    st.info(md(settings.connection_cap().text), icon=":material/lan:")
 if not resolution.client.is_ip:
     live_panel(resolution, keys, quotas, window)
 

@@ -256,6 +256,25 @@ class ClusterSettings:
         return (f"{DEFAULT_CALLBACK}: not what decides here. The brokers run "
                 f"{self.callback_label} ({CALLBACK}).")
 
+    def connection_cap(self) -> SettingsNote | None:
+        """KIP-612's broker-wide cap on new connections per second, when a broker sets one
+        (``max.connection.creation.rate`` below its default): it binds before any per-ip
+        ``connection_creation_rate`` quota above it."""
+        capped: dict[int, list[str]] = {}
+        default = int(KAFKA_DEFAULTS[CONNECTION_RATE] or 0)
+        for b in self.read:
+            rate = _positive(b.value(CONNECTION_RATE))
+            if rate is not None and rate < default:
+                capped.setdefault(rate, []).append(b.node_id)
+        if not capped:
+            return None
+        parts = [f"{rate:,}/s on {_brokers(nodes)}" for rate, nodes in sorted(capped.items())]
+        return SettingsNote(
+            "connections", f"The brokers also cap new connections from all clients together "
+                           f"({CONNECTION_RATE}): {', '.join(parts)}. An ip's "
+                           f"connection_creation_rate above that cap never binds.",
+            tuple(n for nodes in capped.values() for n in nodes))
+
     def notes(self) -> list[SettingsNote]:
         """The sentences that change an answer: a custom callback (named), brokers that
         disagree (named), brokers whose settings could not be read."""

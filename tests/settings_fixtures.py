@@ -25,7 +25,9 @@ from localkafka import LocalCluster
 CALLBACK_CLASS = "FlatQuotaCallback"
 CALLBACK_SOURCE = Path(__file__).parent / "java" / f"{CALLBACK_CLASS}.java"
 #: What the extra cluster's brokers run with (the restart-needing settings).
-OVERRIDES = {"client.quota.callback.class": CALLBACK_CLASS, "quota.window.num": "5"}
+OVERRIDES = {"client.quota.callback.class": CALLBACK_CLASS, "quota.window.num": "5",
+             # KIP-612's broker-wide cap, far above what the tests open
+             "max.connection.creation.rate": "1000"}
 #: Node 2 differs on a setting no test here depends on: a rolling change half done to name.
 NODE_OVERRIDES = {2: {"num.io.threads": "3"}}
 

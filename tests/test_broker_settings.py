@@ -170,3 +170,12 @@ def test_settings_that_cannot_be_read_fall_back_saying_why():
     assert s.window().source == ("Kafka's defaults: the brokers' settings could not be read "
                                  "(no broker answers)")
     assert read_window(Gone()).samples == 11
+
+
+def test_a_broker_wide_connection_cap_is_said_only_when_set():
+    assert cluster(broker("1"), broker("2")).connection_cap() is None
+    s = cluster(broker("1", max_connection_creation_rate="50"), broker("2"),
+                broker("3", max_connection_creation_rate="50"))
+    note = s.connection_cap()
+    assert note.brokers == ("1", "3")
+    assert "max.connection.creation.rate): 50/s on brokers 1 and 3" in note.text

@@ -46,7 +46,8 @@ def test_every_brokers_settings_are_read(settings_cluster, quota_set):
         assert b.value("quota.window.size.seconds") == "1"
         assert b.sources["quota.window.size.seconds"] == "Kafka's default"
         assert b.value("controller.quota.window.num") == "11"
-        assert b.value("max.connection.creation.rate") == "2147483647"
+        assert (b.value("max.connection.creation.rate"),
+                b.sources["max.connection.creation.rate"]) == ("1000", "server.properties")
         assert b.value("message.max.bytes") == "1048588"
         assert b.value("num.network.threads") == "2"
     assert settings.custom_callback and settings.callback_label == CALLBACK_CLASS
@@ -88,6 +89,17 @@ def test_the_cli_live_verdict_uses_the_clusters_window(settings_cluster, quota_s
     assert window["source"] == "brokers 1 and 2"
 
 
+def test_resolving_an_ip_names_the_brokers_connection_cap(settings_cluster, quota_set):
+    code, out, err = run("--bootstrap-server", settings_cluster.bootstrap, "--resolve",
+                         "--ip", "192.0.2.7")
+    assert code == 0, err
+    [line] = [x for x in err.splitlines() if "max.connection.creation.rate" in x]
+    assert "1,000/s on brokers 1 and 2" in line
+    code, out, err = run("--bootstrap-server", settings_cluster.bootstrap, "--resolve",
+                         "--user", "alice", "--client-id", "app")
+    assert "max.connection.creation.rate" not in err    # a user's quotas are not capped by it
+
+
 def _connect(env, cluster) -> None:
     env.setenv("QUOTA_BOOTSTRAP_SERVERS", cluster.bootstrap)
 
@@ -119,3 +131,15 @@ def test_throttled_now_and_edit_warn_naming_the_class(settings_cluster, quota_se
     warned = [t for t in texts(at.warning) if "client.quota.callback.class" in t]
     assert len(warned) == 1 and CALLBACK_CLASS in warned[0], texts(at.warning)
     assert any("num.io.threads: 4 on broker 1, 3 on broker 2" in t for t in texts(at.warning))
+
+
+def test_every_broker_of_the_shared_cluster_is_read_from_one_bootstrap_address(kafka_cluster):
+    """Bootstrapped from node 2 alone, the console still asks each of the three brokers for
+    its own settings (a broker answers DescribeConfigs for its own node id only)."""
+    with KafkaBackend(kafka_cluster.node(2).bootstrap) as backend:
+        settings = backend.broker_settings()
+    assert [b.node_id for b in settings.brokers] == ["1", "2", "3"] and not settings.unread
+    assert {b.value("num.io.threads") for b in settings.brokers} == {"4"}
+    window = settings.window()
+    assert (window.samples, window.sample_s, window.source) == (11, 1, "brokers 1, 2 and 3")
+    assert settings.notes() == [] and settings.disagreements() == []

@@ -215,6 +215,9 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
         else:
             resolutions.append(resolve(quotas, names.get(USER), names.get(CLIENT_ID)))
     settings = _settings_notes(backend, err)
+    cap = settings.connection_cap() if IP in choices else None
+    if cap is not None:
+        err.write(f"{PROG}: note: {cap.text}\n")
     window = None if live is None else settings.window()
     out.write(output.format_resolutions(resolutions, args.output, live, quotas, window))
     if args.output != "json":
