@@ -91,20 +91,50 @@ def _broker(backend, node: str, response) -> BrokerSettings:
     return BrokerSettings(node, values, sources)
 
 
+async def _ask_all(backend, nodes: list[str], deadline: float) -> dict:
+    """Each node's answer, or the error that kept it from answering: ``{node: response or
+    exception}``; the requests leave together, then the answers are awaited."""
+    pending = {}
+    for node in nodes:
+        try:
+            conn = backend._manager.get_connection(int(node))
+        except (Errors.KafkaError, OSError) as exc:
+            pending[node] = exc
+            continue
+        if conn.initializing:
+            pending[node] = None  # asked below, once connected
+        else:
+            pending[node] = conn.send_request(_request(node), request_timeout_ms=max(
+                1.0, (deadline - time.monotonic()) * 1000))
+    answers = {}
+    for node, sent in pending.items():
+        try:
+            if isinstance(sent, BaseException):
+                raise sent
+            if sent is None:
+                answers[node] = await _ask(backend, node, deadline)
+            else:
+                answers[node] = await backend._manager.wait_for(
+                    sent, max(1.0, (deadline - time.monotonic()) * 1000))
+        except (Errors.KafkaError, OSError) as exc:
+            answers[node] = exc
+    return answers
+
+
 def read_broker_settings(backend) -> ClusterSettings:
     """:data:`quota_core.brokers.SETTINGS` of every broker of the cluster ``backend`` (a
     :class:`~quota_core.backends.kafka.KafkaBackend`) is connected to, within its timeout."""
     nodes = cluster_nodes(backend)
     deadline = time.monotonic() + backend.timeout_s
+    serving = [node for node, fenced in nodes if not fenced]
+    answers = backend._net.run(_ask_all, backend, serving, deadline)
     brokers = []
     for node, fenced in nodes:
+        answer = answers.get(node)
         if fenced:  # registered, but not serving (stopped, or not caught up yet)
             brokers.append(BrokerSettings(node, error="fenced by the controller: not serving"))
-            continue
-        try:
-            response = backend._net.run(_ask, backend, node, deadline)
-        except (Errors.KafkaError, OSError) as exc:
-            brokers.append(BrokerSettings(node, error=backend._reason(exc)))
-            continue
-        brokers.append(_broker(backend, node, response))
+        elif isinstance(answer, BaseException):
+            brokers.append(BrokerSettings(node, error=backend._reason(answer)))
+        else:
+            brokers.append(_broker(backend, node, answer))
     return ClusterSettings(tuple(brokers), f"the cluster's brokers ({len(nodes)})")
