@@ -13,10 +13,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import streamlit as st
 
+from quota_core.coverage import endpoint_address
 from quota_core.telemetry.collector import Endpoint, parse_endpoints
 from quota_core.errors import QuotaError
 
@@ -28,9 +28,7 @@ __all__ = ["LiveFeed", "feed", "Frame", "Down", "endpoint_name"]
 def endpoint_name(endpoint: Endpoint) -> str:
     """How a page names an endpoint that cannot be read: its URL's ``host:port`` (it has no
     broker id then; see CONTRACTS.md)."""
-    parts = urlsplit(endpoint.url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return f"{parts.hostname}:{port}" if parts.hostname else endpoint.url
+    return endpoint_address(endpoint.url)
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,10 @@ def _shape_filter(entities) -> EntityFilter:
     return EntityFilter(tuple(FilterComponent.any(t) for t in shapes.pop()), True)
 
 
+def _node_order(node_id: str) -> tuple[int, str]:
+    return (int(node_id), node_id) if node_id.isdigit() else (1 << 62, node_id)
+
+
 class KafkaBackend(QuotaBackend):
     """Client quotas on a Kafka cluster (2.6+; KRaft or ZooKeeper).
 
@@ -840,8 +844,11 @@ class KafkaBackend(QuotaBackend):
         # The cluster id of the Metadata answer is DescribeCluster's (both read it from the
         # broker's metadata image); Metadata is what every broker since 0.10 answers.
         response = self._call(lambda: MetadataRequest(topics=[]), "reading cluster metadata")
+        brokers = sorted(((str(b[0]), str(b[1])) for b in response.brokers),
+                         key=lambda b: _node_order(b[0]))
         return ClusterInfo("kafka", self.bootstrap_servers, response.cluster_id,
-                           len(response.brokers))
+                           len(response.brokers), tuple(b[0] for b in brokers),
+                           tuple(b[1] for b in brokers))
 
     def close(self) -> None:
         if self._closed:
