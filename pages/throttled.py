@@ -16,6 +16,7 @@ from ui.coverage import unwatched_warnings
 from ui.live import feed
 from ui.render import entity_text
 from ui.context import context, secrets_dict
+from ui.brokers import settings_warnings
 from ui.story import cluster_window
 from ui.text import md
 
@@ -37,6 +38,7 @@ if live is None:
 if not ctx.connected:
     st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
     st.stop()
+settings_warnings(ctx.backend)  # a custom quota callback, brokers that disagree
 above = st.slider("Also show buckets running at or above this share of their quota", 50, 100,
                   80, step=5, format="%d%%", key="tn_above")
 
