@@ -20,7 +20,8 @@ from typing import Iterable
 from .story import STATUS, Sentence
 from .units import format_quota, format_rate
 
-__all__ = ["BrokerCell", "Spread", "spread", "broker_order", "brokers_text", "SPREAD"]
+__all__ = ["BrokerCell", "Spread", "spread", "bucket_spreads", "broker_order", "brokers_text",
+           "SPREAD"]
 
 #: The sentence kind of a spread sentence (shown with the status sentences).
 SPREAD = "spread"
@@ -232,3 +233,18 @@ def spread(key: str, figures: Iterable, brokers: Iterable[str] = (),
             cells[b] = BrokerCell(b, None, limit, None, False)
     return Spread(key, limit, tuple(sorted(cells.values(), key=lambda c: broker_order(c.broker))),
                   unread)
+
+
+def bucket_spreads(rows: Iterable, brokers: Iterable[str] | None = None,
+                   unread: Iterable[str] = ()) -> dict[tuple, Spread]:
+    """Every bucket in ``rows`` (:class:`quota_core.live.BucketUsage`, any brokers) spread
+    over the brokers: ``{(quota_type, user, client_id): Spread}``. ``brokers`` defaults to
+    every broker the rows come from (those whose metrics were read)."""
+    rows = list(rows)
+    known = sorted({r.broker for r in rows} if brokers is None else set(brokers),
+                   key=broker_order)
+    grouped: dict[tuple, list] = {}
+    for r in rows:
+        grouped.setdefault((r.quota_type, r.user, r.client_id), []).append(r)
+    unread = tuple(unread)
+    return {b: spread(rs[0].key, rs, known, unread=unread) for b, rs in grouped.items()}

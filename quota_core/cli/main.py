@@ -231,7 +231,8 @@ def run_throttled(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
     from ..live import throttled_rows
 
     rows, failed = _live_rows(args, backend.describe(), err)
-    out.write(output.format_throttled(throttled_rows(rows or [], args.above), args.output))
+    out.write(output.format_throttled(throttled_rows(rows or [], args.above), args.output,
+                                      every=rows or []))
     return 1 if failed else 0
 
 
