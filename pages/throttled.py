@@ -14,6 +14,7 @@ from quota_core.units import format_quota, format_rate
 from ui.charts import utilisation_bar
 from ui.live import feed
 from ui.render import entity_text
+from ui.spread import show_bucket_spreads
 from ui.context import context, secrets_dict
 from ui.story import cluster_window
 from ui.text import md
@@ -130,6 +131,7 @@ def board() -> None:
                                                max_value=100),
         "resolve": st.column_config.LinkColumn("resolve", display_text="Resolve →"),
     })
+    show_bucket_spreads(rows, hot, [d.name for d in frame.down], key="tn_spread")
 
 
 def _ms(value: float | None) -> str:

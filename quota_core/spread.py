@@ -20,8 +20,8 @@ from typing import Iterable
 from .story import STATUS, Sentence
 from .units import format_quota, format_rate
 
-__all__ = ["BrokerCell", "Spread", "spread", "bucket_spreads", "broker_order", "brokers_text",
-           "SPREAD"]
+__all__ = ["BrokerCell", "Spread", "spread", "bucket_spreads", "judged_spread", "broker_order",
+           "brokers_text", "SPREAD"]
 
 #: The sentence kind of a spread sentence (shown with the status sentences).
 SPREAD = "spread"
@@ -248,3 +248,11 @@ def bucket_spreads(rows: Iterable, brokers: Iterable[str] | None = None,
         grouped.setdefault((r.quota_type, r.user, r.client_id), []).append(r)
     unread = tuple(unread)
     return {b: spread(rs[0].key, rs, known, unread=unread) for b, rs in grouped.items()}
+
+
+def judged_spread(rows: Iterable, brokers: Iterable[str] = ()) -> Spread:
+    """One bucket's rows judged by their rate against their quota only (a preview at today's
+    rates: the broker's throttle time today belongs to the old quota, so it is left out)."""
+    rows = list(rows)
+    return spread(rows[0].key, [BrokerCell(r.broker, r.rate, r.quota, None, r.over_quota)
+                                for r in rows], brokers)
