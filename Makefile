@@ -48,7 +48,8 @@ faults: jars
 test-fast: $(STAMP)
 	@$(PY) -m pytest -q -m "not kafka and not browser" $(PYTEST_ARGS)
 
-## A local broker for your own use; the last line printed is its bootstrap address.
+## A local broker for your own use (ARGS="--brokers 3" for a cluster); the last line printed is
+## its bootstrap address.
 kafka-up: jars
 	@$(PY) -m localkafka up $(ARGS)
 

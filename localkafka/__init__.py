@@ -1,4 +1,4 @@
-"""Run a real single-node Apache Kafka broker on 127.0.0.1 for tests, benchmarks and the demo.
+"""Run real Apache Kafka on 127.0.0.1 (one broker, or a cluster of N: :class:`LocalCluster`) for tests, benchmarks and the demo.
 
 No Docker and no fakes: the pinned Kafka jars are fetched from Maven Central once
 (:func:`ensure_jars`) and the broker runs as a plain JVM (:class:`LocalBroker`), with the
@@ -7,13 +7,14 @@ Prometheus JMX exporter agent serving its client-quota metrics at ``LocalBroker.
 """
 
 from .broker import ADMIN, DEFAULT_USERS, LocalBroker, free_port
-from .daemon import ensure_running, running_broker, stop_running
+from .cluster import LocalCluster
+from .daemon import ensure_running, running_broker, running_cluster, stop_running
 from .errors import LocalBrokerError
 from .jars import KAFKA_VERSION, config_command_argv, ensure_jars, ensure_metrics_agent, tool_argv
 from .processes import stop_process_group
 
 __all__ = [
-    "ADMIN", "DEFAULT_USERS", "KAFKA_VERSION", "LocalBroker", "LocalBrokerError",
+    "ADMIN", "DEFAULT_USERS", "KAFKA_VERSION", "LocalBroker", "LocalBrokerError", "LocalCluster",
     "config_command_argv", "ensure_jars", "ensure_metrics_agent", "ensure_running", "free_port",
-    "running_broker", "stop_process_group", "stop_running", "tool_argv",
+    "running_broker", "running_cluster", "stop_process_group", "stop_running", "tool_argv",
 ]

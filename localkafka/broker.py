@@ -134,8 +134,19 @@ class LocalBroker:
         detached: bool = False,
         metrics_rules: Path | str | None = None,
         metrics_port: int | None = None,
+        node_id: int = 1,
+        quorum: str | None = None,
+        controller_port: int | None = None,
+        cluster_id: str | None = None,
+        replication: int = 1,
     ) -> None:
         self.workdir = Path(workdir).resolve()
+        #: KRaft node id; a node of a :class:`localkafka.cluster.LocalCluster` also gets the
+        #: cluster's ``quorum`` (``controller.quorum.voters``), fixed ports and shared cluster id.
+        self.node_id = node_id
+        self._quorum = quorum
+        self._fixed_cluster_id = cluster_id
+        self.replication = replication
         # A fixed metrics port (with a fixed ``port``) lets a restarted broker keep its URLs.
         self._requested_metrics_port = metrics_port
         self.metrics_rules = Path(metrics_rules or METRICS_RULES).resolve()
@@ -146,8 +157,9 @@ class LocalBroker:
         self.overrides: dict[str, str] = dict(overrides or {})
         self._requested_port = port
         self.port: int | None = port
-        self.controller_port: int | None = None
-        self.cluster_id: str = new_cluster_id()
+        self._requested_controller_port = controller_port
+        self.controller_port: int | None = controller_port
+        self.cluster_id: str = cluster_id or new_cluster_id()
         self._kept_metrics_port: int | None = None
         self.pid: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -287,13 +299,16 @@ class LocalBroker:
 
     # ----------------------------------------------------------------- configuration
     def server_properties(self) -> dict[str, str]:
-        """The broker config: single KRaft node, replication factor 1 everywhere, fast start."""
+        """The broker config: a KRaft node (broker+controller), fast start. Alone it is a
+        one-voter quorum with replication factor 1; in a cluster every node is a voter and
+        the internal topics are replicated ``replication`` times."""
         assert self.port is not None and self.controller_port is not None
         client = "SASL_PLAINTEXT" if self.sasl else "PLAINTEXT"
+        rf = str(self.replication)
         props = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": self._quorum or f"{self.node_id}@{HOST}:{self.controller_port}",
             "controller.listener.names": "CONTROLLER",
             "listeners": f"{client}://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
             "advertised.listeners": f"{client}://{HOST}:{self.port}",
@@ -301,14 +316,14 @@ class LocalBroker:
             "inter.broker.listener.name": client,
             "log.dirs": str(self.data_dir),
             "num.partitions": "1",
-            "default.replication.factor": "1",
+            "default.replication.factor": rf,
             "min.insync.replicas": "1",
-            "offsets.topic.replication.factor": "1",
+            "offsets.topic.replication.factor": rf,
             "offsets.topic.num.partitions": "1",
-            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.replication.factor": rf,
             "transaction.state.log.min.isr": "1",
             "transaction.state.log.num.partitions": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.replication.factor": rf,
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "true",
@@ -389,20 +404,8 @@ class LocalBroker:
             and self.port is not None and self.controller_port is not None
         attempts = 1 if self._requested_port or keep else 3
         for attempt in range(1, attempts + 1):
-            if not keep:
-                self.port = self._requested_port or free_port()
-                self.controller_port = self._other_free_port(self.port)
-            if keep:
-                self.metrics_port = self._requested_metrics_port or self._kept_metrics_port
-            else:
-                self.metrics_port = self._requested_metrics_port or \
-                    self._other_free_port(self.port, self.controller_port)
-            if not keep:
-                self.cluster_id = new_cluster_id()
             try:
-                self._write_properties()
-                if not keep:
-                    self._format()
+                self.prepare(keep)
                 self._launch(libs)
                 self._wait_ready(deadline)
                 if self.sasl:
@@ -420,9 +423,31 @@ class LocalBroker:
                 self.stop()
                 raise
             break
+        self.started()
+        return self.bootstrap
+
+    def prepare(self, keep: bool) -> None:
+        """Pick the ports (unless fixed or kept), write server.properties and, unless ``keep``,
+        format fresh storage: everything before the JVM starts (a cluster runs it per node)."""
+        if not keep:
+            self.port = self._requested_port or free_port()
+            self.controller_port = self._requested_controller_port or self._other_free_port(self.port)
+        if keep:
+            self.metrics_port = self._requested_metrics_port or self._kept_metrics_port
+        else:
+            self.metrics_port = self._requested_metrics_port or \
+                self._other_free_port(self.port, self.controller_port)
+        if not keep:
+            self.cluster_id = self._fixed_cluster_id or new_cluster_id()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._write_properties()
+        if not keep:
+            self._format()
+
+    def started(self) -> None:
+        """Record a started node (ports kept for a restart on its storage, state file)."""
         self._kept_metrics_port = self.metrics_port
         self._write_state()
-        return self.bootstrap
 
     def kill(self) -> None:
         """SIGKILL the broker, as a crash would (no controlled shutdown); its storage stays
@@ -447,6 +472,14 @@ class LocalBroker:
         if not self.metrics_rules.is_file():
             raise LocalBrokerError(f"metrics rules file {self.metrics_rules} does not exist")
         return f"-javaagent:{ensure_metrics_agent()}={HOST}:{self.metrics_port}:{self.metrics_rules}"
+
+    def launch(self, libs: Path) -> None:
+        """Start the JVM (from the calling thread: the kernel's parent-death signal follows it)."""
+        self._launch(libs)
+
+    def wait_ready(self, deadline: float) -> None:
+        """Wait until the node answers a metadata request (``deadline``: time.monotonic())."""
+        self._wait_ready(deadline)
 
     def _launch(self, libs: Path) -> None:
         argv = [
@@ -612,6 +645,7 @@ class LocalBroker:
             "controller_port": self.controller_port, "cluster_id": self.cluster_id,
             "metrics_port": self.metrics_port, "metrics_url": self.metrics_url,
             "sasl": self.sasl, "workdir": str(self.workdir), "users": self.users,
+            "node_id": self.node_id,
         }
         path = self.workdir / STATE_FILE
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -630,7 +664,8 @@ class LocalBroker:
         except (OSError, ValueError):
             return None
         broker = cls(workdir, sasl=bool(state["sasl"]), port=int(state["port"]),
-                     users=state.get("users") or None, detached=True)
+                     users=state.get("users") or None, detached=True,
+                     node_id=int(state.get("node_id", 1)))
         broker.controller_port = state.get("controller_port")
         broker.metrics_port = state.get("metrics_port")  # absent: started before the metrics agent
         broker.cluster_id = state["cluster_id"]

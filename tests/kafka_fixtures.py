@@ -6,6 +6,8 @@ Enable with ``pytest_plugins = ["tests.kafka_fixtures"]`` in ``tests/conftest.py
 * ``kafka_sasl_broker``: SASL_PLAINTEXT/SCRAM-SHA-256 + StandardAuthorizer; ``admin``
   is super user, ``alice``/``bob``/``carol``/``svc-reports`` may use any topic/group
   but not the cluster (so they are refused quota describe/alter).
+* ``kafka_cluster``: a PLAINTEXT 3-node KRaft cluster (node ids 1..3, every node a voter),
+  shared by every multi-broker test. A test that kills a node restarts it before it ends.
 
 Brokers start lazily (only if a selected test needs one), are stopped at session end
 even on failures or Ctrl-C, and an ``atexit`` hook plus the kernel's parent-death
@@ -22,10 +24,10 @@ from collections.abc import Generator, Iterator
 
 import pytest
 
-from localkafka import LocalBroker
+from localkafka import LocalBroker, LocalCluster
 
-BROKER_FIXTURES = ("kafka_broker", "kafka_sasl_broker")
-_live: dict[str, LocalBroker] = {}  # fixture name -> started broker
+BROKER_FIXTURES = ("kafka_broker", "kafka_sasl_broker", "kafka_cluster")
+_live: dict[str, LocalBroker | LocalCluster] = {}  # fixture name -> started broker
 
 
 def _stop_all() -> None:
@@ -84,3 +86,17 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBrok
 def kafka_sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     """A SASL/SCRAM single-node Kafka with ACLs (``.users``, ``.client_config(user)``)."""
     yield from _session_broker("kafka_sasl_broker", tmp_path_factory, sasl=True)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A PLAINTEXT 3-broker KRaft cluster on 127.0.0.1 (``.nodes``, ``.node(id)``,
+    ``.bootstrap`` listing all three, ``.metrics_urls``, ``.kill(id)``/``.restart(id)``)."""
+    cluster = LocalCluster(tmp_path_factory.mktemp("kafka_cluster"), brokers=3)
+    _live["kafka_cluster"] = cluster
+    try:
+        cluster.start(timeout=float(os.environ.get("LOCALKAFKA_START_TIMEOUT", "120")))
+        yield cluster
+    finally:
+        _live.pop("kafka_cluster", None)
+        cluster.stop()

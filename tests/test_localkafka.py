@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
@@ -16,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from localkafka import LocalBroker, LocalBrokerError, config_command_argv, ensure_jars
+from localkafka import LocalBroker, LocalBrokerError, LocalCluster, config_command_argv, ensure_jars, stop_running
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -99,7 +100,12 @@ def test_metrics_endpoint_serves_our_quota_rules(kafka_broker: LocalBroker) -> N
                    if line.startswith("kafka_")}
     assert kafka_names <= {"kafka_quota_byte_rate", "kafka_quota_throttle_time_ms",
                            "kafka_quota_request_time_percent", "kafka_quota_mutation_rate",
-                           "kafka_quota_tokens", "kafka_connection_accept_rate"}, kafka_names
+                           "kafka_quota_tokens", "kafka_connection_accept_rate",
+                           "kafka_server_app_info_start_time_ms"}, kafka_names
+    # The endpoint says which broker it is: Kafka's app-info MBean carries the node.id.
+    assert [ln.split(" ")[0] for ln in text.splitlines()
+            if ln.startswith("kafka_server_app_info_start_time_ms")] == [
+        'kafka_server_app_info_start_time_ms{node_id="1"}']
     agent = next((ensure_jars().parent / "agent").glob("jmx_prometheus_javaagent-*.jar"))
     assert agent.name == "jmx_prometheus_javaagent-1.0.1.jar"
     assert not list(ensure_jars().glob("jmx_prometheus_javaagent*"))  # not on the broker classpath
@@ -281,3 +287,53 @@ def test_sasl_start_puts_no_password_on_any_command_line(tmp_path: Path) -> None
     assert storage_seen > 0 and samples > 50, (storage_seen, samples)  # the sampler saw it run
     assert not leaks, f"passwords on a command line: {sorted(p for p, _ in leaks)}"
     assert not list((tmp_path / "b").glob("*scram*"))  # the @file is gone
+
+
+def test_cluster_of_three_on_loopback_each_endpoint_names_its_node(kafka_cluster: LocalCluster) -> None:
+    from quota_core.telemetry import fetch_text
+
+    admin = kafka_cluster.admin()
+    assert sorted(admin.list_topics(timeout=10).brokers) == [1, 2, 3]
+    assert kafka_cluster.bootstrap == ",".join(f"127.0.0.1:{n.port}" for n in kafka_cluster.nodes)
+    for node in kafka_cluster.nodes:
+        assert _listening_sockets(node.pid or 0) == {
+            ("127.0.0.1", node.port), ("127.0.0.1", node.controller_port), ("127.0.0.1", node.metrics_port)}
+        text = fetch_text(node.metrics_url)
+        assert f'kafka_server_app_info_start_time_ms{{node_id="{node.node_id}"}}' in text
+    assert len({n.cluster_id for n in kafka_cluster.nodes}) == 1
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a detached node's parent has exited: whoever reaps it may lag)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_cli_up_status_down_cover_every_node(tmp_path: Path) -> None:
+    """`up --brokers 2 --sasl`: one metrics line per broker, the bootstrap list last; SASL works
+    on each node; `status` names every node; `down` stops them all."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = functools.partial(subprocess.run, capture_output=True, text=True, env=env, timeout=180)
+    lk = [sys.executable, "-m", "localkafka"]
+    try:
+        up = run([*lk, "up", "--brokers", "2", "--sasl", "--dir", str(tmp_path)])
+        assert up.returncode == 0, up.stderr
+        lines = up.stdout.splitlines()
+        assert [ln.split(" ")[0] for ln in lines[:-1]] == ["metrics", "metrics"]
+        cluster = LocalCluster.attach(tmp_path)
+        assert cluster is not None and lines[-1] == cluster.bootstrap and lines[-1].count(",") == 1
+        for node in cluster.nodes:  # each broker alone authenticates the same SCRAM users
+            alone = {**cluster.client_config("alice"), "bootstrap.servers": node.bootstrap}
+            assert sorted(AdminClient(alone).list_topics(timeout=15).brokers) == [1, 2]
+        status = run([*lk, "status", "--dir", str(tmp_path)])
+        assert status.returncode == 0 and status.stdout.count("running") == 2, status.stdout
+        for password in cluster.users.values():
+            assert password not in up.stdout + up.stderr + status.stdout + status.stderr
+        pids = [node.pid for node in cluster.nodes]
+        assert run([*lk, "down", "--dir", str(tmp_path)]).returncode == 0
+        assert not [pid for pid in pids if pid and _running(pid)]
+        assert run([*lk, "status", "--dir", str(tmp_path)]).returncode == 3
+    finally:
+        stop_running(tmp_path)
