@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from quota_core.entities import entity_from_json
+from quota_core.live import broker_name
 from quota_core.history import (client_label, duration_text, throttle_heatmap,
                                 throttled_by_broker)
 from ui.history import (BUCKET_COLUMNS, HEATMAP_COLUMNS, job_log, job_running, places,
@@ -132,7 +133,7 @@ if choices:
     sel = windows(str(where.analysis), where.version, BUCKET_COLUMNS, bucket=(u, c, k))
     fig = go.Figure()
     for broker, part in sel.sort_values("ts").groupby("broker"):
-        fig.add_scatter(x=part["ts"], y=part["rate"], mode="lines", name=f"broker {broker}")
+        fig.add_scatter(x=part["ts"], y=part["rate"], mode="lines", name=broker_name(str(broker)))
     quota = sel.sort_values("ts").drop_duplicates("ts")
     fig.add_scatter(x=quota["ts"], y=quota["quota"], mode="lines", name="quota",
                     line=dict(dash="dash", shape="hv", color="#202124"))

@@ -125,6 +125,9 @@ def test_the_spread_sentence_says_what_the_figures_say(name):
         assert status.claims["throttled"] is sp.throttled
         if sp.throttled:
             assert tuple(status.claims["brokers"]) == sp.throttled_on
+            # A node id reads "broker 2" in Resolve's sentences too, never a bare "on 2".
+            for b in sp.throttled_on:
+                assert f" on broker {b}" in status.text, status.text
 
 
 def test_the_issue_s_two_sentences():
