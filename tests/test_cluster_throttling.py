@@ -19,6 +19,7 @@ import json
 import subprocess
 import time
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from quota_core.backends.base import checked_alter
 from quota_core.live import join_usage
 from quota_core.spread import spread
 from quota_core.telemetry import scrape
+from quota_core.telemetry.schema import usage_samples
 from quota_core.verdict import key_verdict
 from tests.cli_steps import run
 from tests.test_live_kafka import client_metric
@@ -94,10 +96,9 @@ def perf(cluster, client_id: str, records_per_s: int, records: int, *extra: str
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def rows_now(cluster, backend):
+def scrape_cluster(cluster):
     """Every broker's quota series, labelled by node id (as the console labels them)."""
-    series = [s for node in cluster.nodes for s in scrape(node.metrics_url, str(node.node_id))]
-    return join_usage(series, backend.describe())
+    return [s for node in cluster.nodes for s in scrape(node.metrics_url, str(node.node_id))]
 
 
 def own(rows, client_id):
@@ -116,7 +117,8 @@ def test_one_broker_throttles_the_concentrated_client_and_none_the_spread_one(pl
         time.sleep(11)  # past the brokers' 10 s rate window
         deadline = time.monotonic() + 15
         while True:
-            rows = rows_now(cluster, backend)
+            series = scrape_cluster(cluster)
+            rows = join_usage(series, backend.describe())
             c, w = own(rows, CONC), own(rows, WIDE)
             ready = ("2" in c and c["2"].throttle_ms and len(w) == 3
                      and all((r.rate or 0) > 30 * KiB for r in w.values()))
@@ -193,6 +195,13 @@ def test_one_broker_throttles_the_concentrated_client_and_none_the_spread_one(pl
     assert "in total against a 100 KiB/s quota, and not throttled: each broker sees at most" \
         in live["sentence"] and "enforces on its own" in live["sentence"]
     assert not [r for r in throttled if r["bucket"].get("client-id") == WIDE]
+
+    # The collector's usage samples carry the broker: conc's only from broker 2, throttled.
+    samples = usage_samples(series, datetime.now(timezone.utc), 5.0)
+    conc_samples = [x for x in samples if x["client_id"] == CONC and x["quota_type"] == "produce"]
+    assert [x["broker"] for x in conc_samples if x["rate"]] == ["2"], conc_samples
+    assert [x["throttle_ms"] > 0 for x in conc_samples if x["broker"] == "2"] == [True]
+    assert sorted(x["broker"] for x in samples if x["client_id"] == WIDE) == ["1", "2", "3"]
 
     # The same verdict from the pure core, on the rows scraped here.
     for client, hot in ((CONC, ("2",)), (WIDE, ())):
