@@ -96,3 +96,27 @@ def test_edit_preview_per_broker_after_the_change(cluster):
     [html] = sentences(at)
     assert "Not throttled: 1.04 MiB/s on broker 2 (52% of 2 MiB/s); brokers 1 and 3 see none" \
            in html
+
+
+def test_a_broker_that_cannot_be_read_is_a_column_of_its_own_and_named(env, endpoints,
+                                                                      tmp_path):
+    """Blind is never all-clear: a fourth endpoint that refuses connections is shown as
+    "not read" (by host:port) and the sentence says its figures are unknown."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    path = tmp_path / "quotas.sqlite"
+    with SandboxBackend(path) as backend:
+        backend.replace_all(QUOTAS)
+    env.setenv("QUOTA_SANDBOX", str(path))
+    env.setenv("QUOTA_METRICS", f"{endpoints},4=http://127.0.0.1:{closed}/metrics")
+    env.setenv("QUOTA_LIVE_EVERY", "0.5")
+    at = run_app("pages/throttled.py")
+    _wait_for(at, lambda a: grid(a) is not None)
+    row = grid(at).set_index("bucket").loc["produce {client-id=wide}"]
+    assert row[f"broker 127.0.0.1:{closed}"] == "not read"
+    [wide] = [h for h in sentences(at) if "{client-id=wide}" in h]
+    assert f"Broker 127.0.0.1:{closed} could not be read: its figures are unknown." in wide
+    assert not at.main.success
