@@ -58,6 +58,21 @@ def _pct(u: float | None) -> str:
     return "?" if u is None else f"{u:.0%}"
 
 
+def _wait(cell: "BrokerCell", listed: bool = False) -> str:
+    """What the broker does there: the throttle it reports; under the quota now but still
+    throttling (its window still holds the traffic that went over) is said as such.
+    ``listed``: one of several brokers, in parentheses."""
+    if not cell.throttle_ms:
+        return ""
+    ms = (f"{cell.throttle_ms / 1000:.1f} s" if cell.throttle_ms >= 1000
+          else f"{cell.throttle_ms:.0f} ms")
+    if cell.utilisation is not None and cell.utilisation <= 1:
+        if listed:
+            return f" (under it now; the broker still reports a {ms} throttle)"
+        return f" now, and the broker still reports a {ms} throttle on its recent requests"
+    return f" (throttled {ms})" if listed else f", throttled {ms}"
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerCell:
     """One broker's figures for the bucket; ``rate`` None when it reports no such bucket."""
@@ -174,10 +189,10 @@ class Spread:
         if hot:
             only = " only" if len(hot) < len(self.cells) else ""
             if len(hot) == 1:
-                figures = f"{_pct(hot[0].utilisation)} of {q} there"
+                figures = f"{_pct(hot[0].utilisation)} of {q} there{_wait(hot[0])}"
             else:
-                figures = (f"{', '.join(f'{_pct(c.utilisation)} on broker {c.broker}' for c in hot)}"
-                           f", each of {q}")
+                figures = (", ".join(f"{_pct(c.utilisation)} on broker {c.broker}{_wait(c, True)}"
+                                     for c in hot) + f", each of {q}")
             text = f"throttled on {brokers_text(c.broker for c in hot)}{only}: {figures}"
             cool = [c for c in traffic if not c.throttled]
             if cool:

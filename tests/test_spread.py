@@ -63,6 +63,10 @@ CASES = {
     "over quota, no throttle reported yet": ({"3": (1.2, None)}, "123", "3", "12"),
     "a lingering bucket at rate 0": ({"1": (0.0, None), "2": (1.1, 50.0)}, "123", "2", "13"),
     "one broker with traffic, not hot": ({"1": (0.5, None)}, "123", "", "23"),
+    "under the quota now, the broker still throttling": ({"2": (0.73, 856.0)}, "123", "2",
+                                                          "13"),
+    "two hot, one of them under now": ({"1": (2.0, 1900.0), "2": (0.9, 950.0)}, "12", "12",
+                                       ""),
 }
 BROKER_LIST = r"brokers? (?:[^ ,;]+(?:, | and ))*[^ ,;()]+"
 
@@ -133,8 +137,8 @@ def test_the_spread_sentence_says_what_the_figures_say(name):
 def test_the_issue_s_two_sentences():
     _, mine = rows_of({"2": (1.04, 820.0)}, "123")
     assert spread(P, mine, "123").sentence().text == (
-        "Throttled on broker 2 only: 104% of 1 MiB/s there; brokers 1 and 3 see none of its "
-        "traffic. Its traffic reaches broker 2 only (where the leaders of the partitions it "
+        "Throttled on broker 2 only: 104% of 1 MiB/s there, throttled 820 ms; brokers 1 and 3 "
+        "see none of its traffic. Its traffic reaches broker 2 only (where the leaders of the partitions it "
         "writes are), so its whole allowance is 1 MiB/s; spread over 3 brokers it could be up "
         "to 3 MiB/s.")
     _, mine = rows_of({"1": (1.0, None), "2": (1.05, None), "3": (1.05, None)}, "123")
@@ -150,6 +154,19 @@ def test_the_issue_s_two_sentences():
         "to 3 MiB/s in all.")
 
 
+def test_a_throttle_the_broker_still_reports_under_the_quota_is_said_so():
+    """Not "throttled: 73 % of the quota" without a word: the broker's window still holds the
+    traffic that went over, so it still throttles."""
+    _, mine = rows_of({"2": (0.73, 856.0)}, "123")
+    assert spread(P, mine, "123").sentence().text.startswith(
+        "Throttled on broker 2 only: 73% of 1 MiB/s there now, and the broker still reports a "
+        "856 ms throttle on its recent requests; brokers 1 and 3 see none of its traffic.")
+    _, mine = rows_of({"1": (2.0, 1900.0), "2": (0.9, 950.0)}, "12")
+    assert spread(P, mine, "12").sentence().text.startswith(
+        "Throttled on brokers 1 and 2: 200% on broker 1 (throttled 1.9 s), 90% on broker 2 "
+        "(under it now; the broker still reports a 950 ms throttle), each of 1 MiB/s.")
+
+
 def test_labels_other_than_node_ids_and_their_order():
     assert brokers_text(["10", "2", "1"]) == "brokers 1, 2 and 10"
     assert brokers_text(["127.0.0.1:9093", "127.0.0.1:9092"]) == \
@@ -158,7 +175,8 @@ def test_labels_other_than_node_ids_and_their_order():
     rows, mine = rows_of({"127.0.0.1:9093": (1.3, 100.0)}, known)
     sp = spread(P, mine, {r.broker for r in rows})
     s = sp.sentence()
-    assert s.text.startswith("Throttled on broker 127.0.0.1:9093 only: 130% of 1 MiB/s there; "
+    assert s.text.startswith("Throttled on broker 127.0.0.1:9093 only: 130% of 1 MiB/s there, "
+                             "throttled 100 ms; "
                              "brokers 127.0.0.1:9092 and 127.0.0.1:9094 see none of its")
     check(s, sp, known)
 

@@ -68,8 +68,9 @@ def test_throttled_names_the_one_broker_and_shows_the_others_without_traffic(tmp
     assert spread["throttled_on"] == ["2"] and spread["brokers_with_traffic"] == ["2"]
     assert spread["brokers_without_traffic"] == ["1", "3"]
     assert spread["ceiling"] == 1 * MiB and spread["total_rate"] == 1090519.0
-    assert spread["sentence"].startswith("Throttled on broker 2 only: 104% of 1 MiB/s there; "
-                                         "brokers 1 and 3 see none of its traffic.")
+    assert spread["sentence"].startswith("Throttled on broker 2 only: 104% of 1 MiB/s there, "
+                                         "throttled 820 ms; brokers 1 and 3 see none of its "
+                                         "traffic.")
 
     code, out, _ = run("--sandbox", store, "--throttled", "--metrics", endpoints,
                        "--output", "plain")

@@ -13,7 +13,8 @@ from tests.app_steps import run_app, texts
 from tests.test_app import env, open_edit  # noqa: F401  (fixture)
 from tests.test_spread_cli import BODIES, QUOTAS, endpoints  # noqa: F401  (fixture)
 
-CONC = "Throttled on broker 2 only: 104% of 1 MiB/s there; brokers 1 and 3 see none of its traffic."
+CONC = ("Throttled on broker 2 only: 104% of 1 MiB/s there, throttled 820 ms; brokers 1 and 3 "
+        "see none of its traffic.")
 
 
 @pytest.fixture
