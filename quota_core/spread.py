@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from .story import STATUS, Sentence
+from .story import Sentence
 from .units import format_quota, format_rate
 
 __all__ = ["BrokerCell", "Spread", "spread", "bucket_spreads", "judged_spread", "broker_order",
@@ -219,7 +219,8 @@ class Spread:
         if self.total_rate > self.quota:
             head = f"{total} in total against a {q} quota, and not throttled:"
         else:
-            head = f"not throttled: {total} in total over {brokers_text(c.broker for c in traffic)};"
+            over = brokers_text(c.broker for c in traffic)
+            head = f"not throttled: {total} in total over {over};"
         return (f"{head} each broker sees at most {format_rate(key, top.rate)} "
                 f"({_pct(top.utilisation)} of {q}) and enforces on its own, so over "
                 f"{len(traffic)} brokers it may send up to {format_quota(key, self.ceiling)} "

@@ -138,9 +138,9 @@ def test_the_issue_s_two_sentences():
     _, mine = rows_of({"2": (1.04, 820.0)}, "123")
     assert spread(P, mine, "123").sentence().text == (
         "Throttled on broker 2 only: 104% of 1 MiB/s there, throttled 820 ms; brokers 1 and 3 "
-        "see none of its traffic. Its traffic reaches broker 2 only (where the leaders of the partitions it "
-        "writes are), so its whole allowance is 1 MiB/s; spread over 3 brokers it could be up "
-        "to 3 MiB/s.")
+        "see none of its traffic. Its traffic reaches broker 2 only (where the leaders of the "
+        "partitions it writes are), so its whole allowance is 1 MiB/s; spread over 3 brokers it "
+        "could be up to 3 MiB/s.")
     _, mine = rows_of({"1": (1.0, None), "2": (1.05, None), "3": (1.05, None)}, "123")
     sp = spread(P, mine, "123")
     # 1.05 × quota is over it: the broker throttles there; 1.0 is at it, not over.

@@ -48,5 +48,6 @@ def test_throttled_on_broker_2_for_3_h():
                                          "30 min, on broker 3 for 30 min (each broker "
                                          "enforces on its own).")
     erin = frame[frame["user"] == "erin"]
-    assert throttled_by_broker(erin) == "Never throttled on brokers 1 and 3 in the recorded samples."
+    assert throttled_by_broker(erin) == \
+        "Never throttled on brokers 1 and 3 in the recorded samples."
     assert throttled_by_broker(frame.iloc[0:0]) == "No samples recorded."

@@ -11,7 +11,7 @@ import pytest
 from quota_core.backends.sandbox import SandboxBackend
 from tests.app_steps import run_app, texts
 from tests.test_app import env, open_edit  # noqa: F401  (fixture)
-from tests.test_spread_cli import BODIES, QUOTAS, endpoints  # noqa: F401  (fixture)
+from tests.test_spread_cli import QUOTAS, endpoints  # noqa: F401  (fixture)
 
 CONC = ("Throttled on broker 2 only: 104% of 1 MiB/s there, throttled 820 ms; brokers 1 and 3 "
         "see none of its traffic.")

@@ -113,7 +113,8 @@ def traffic_spreads(changes, brokers: Iterable[str] = ()) -> list[tuple[str, Spr
     for (t, u, c), cs in grouped.items():
         key = cs[0].after.key
         label = (f"{t} {tags_entity((u, c)).display()}, "
-                 f"{format_quota(key, cs[0].before.quota)} → {format_quota(key, cs[0].after.quota)}")
+                 f"{format_quota(key, cs[0].before.quota)} → "
+                 f"{format_quota(key, cs[0].after.quota)}")
         out.append((label, judged_spread([x.after for x in cs], known)))
     return out
 

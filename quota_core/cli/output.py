@@ -135,7 +135,8 @@ def format_spread_grid(sp: Spread, indent: str = "  ") -> list[str]:
     heads it), then the sentence that explains the spread."""
     table = [("broker", "rate", "use", "throttle")]
     for c in sp.cells:
-        table.append((c.broker, "no traffic" if not c.traffic else _cell(sp.key, c.rate, format_rate),
+        rate = "no traffic" if not c.traffic else _cell(sp.key, c.rate, format_rate)
+        table.append((c.broker, rate,
                       "" if c.utilisation is None or not c.traffic else f"{c.utilisation:.0%}",
                       f"{c.throttle_ms:,.0f} ms" if c.throttle_ms else
                       "over quota" if c.throttled else ""))
