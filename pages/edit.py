@@ -30,6 +30,7 @@ from ui.context import context, secrets_dict
 from ui.sidebar import editing_gate
 from ui.registry import registry
 from ui.form_words import form_message
+from ui.brokers import settings_warnings
 from ui.story import cluster_window
 from ui.text import code, md
 
@@ -43,6 +44,7 @@ editing_gate(ctx, sign_in_key="sign_in_edit")  # who may edit: ui.identity
 st.caption(f"Changes go to **{md(ctx.spec.label)}** ({code(ctx.spec.location)}) and are recorded "
            f"in the audit log as **{md(ctx.operator)}** ({md(ctx.identity.via)}).")
 backend = ctx.backend
+settings_warnings(backend)  # a custom quota callback decides instead of these entries
 ss = st.session_state
 
 

@@ -24,6 +24,7 @@ from .charts import rate_vs_quota
 from .live import feed
 from .spread import show_spreads
 from .context import secrets_dict
+from .coverage import unwatched_warnings
 from .story import sentences_html
 from .text import md
 
@@ -56,6 +57,7 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window) -> Non
     latest = history[-1]
     for label, error in latest.errors.items():
         st.warning(md(f"{label}: {error}"), icon=":material/cloud_off:")
+    unwatched_warnings(latest)
     rows = join_usage(latest.series, quotas)
     found = verdicts(resolution, keys, quotas, rows, window)
     span = latest.at - history[0].at
