@@ -139,7 +139,8 @@ def board() -> None:
                                                max_value=100),
         "resolve": st.column_config.LinkColumn("resolve", display_text="Resolve →"),
     })
-    show_bucket_spreads(rows, hot, [d.name for d in frame.down], key="tn_spread")
+    show_bucket_spreads(rows, hot, [*(d.name for d in frame.down), *unwatched], key="tn_spread",
+                        brokers=frame.brokers)
 
 
 def _ms(value: float | None) -> str:

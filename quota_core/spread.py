@@ -20,8 +20,8 @@ from typing import Iterable
 from .story import Sentence
 from .units import format_quota, format_rate
 
-__all__ = ["BrokerCell", "Spread", "spread", "bucket_spreads", "judged_spread", "broker_order",
-           "brokers_text", "SPREAD"]
+__all__ = ["BrokerCell", "Spread", "Reach", "spread", "bucket_spreads", "judged_spread",
+           "broker_order", "brokers_text", "SPREAD"]
 
 #: The sentence kind of a spread sentence (shown with the status sentences).
 SPREAD = "spread"
@@ -32,6 +32,17 @@ _WHERE = {
     "consumer_byte_rate": "where the replicas it reads are",
     "request_percentage": "the brokers it sends requests to",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """The brokers a read of the metrics covers: ``read``, those whose endpoint answered (by
+    node id, even with no quota figures at all), and ``unread``, those whose figures are
+    unknown (an endpoint that failed, by host:port; a broker of the cluster no endpoint
+    covers, by node id)."""
+
+    read: tuple[str, ...] = ()
+    unread: tuple[str, ...] = ()
 
 
 def broker_order(label: str) -> tuple:

@@ -147,6 +147,11 @@ def test_one_broker_throttles_the_concentrated_client_and_none_the_spread_one(pl
             resolved[client] = json.loads(out)["quotas"][P]
         code, text_out, _ = run(*base[:2], "--output", "plain", "--metrics", endpoints,
                                 "--throttled")
+        # Broker 3 unwatched: the cluster's own broker list names it, and the spread says its
+        # figures are unknown rather than "no traffic".
+        code, out, partial_err = run(*base[:4], "--metrics", ",".join(cluster.metrics_urls[:2]),
+                                     "--resolve", "--user", USER, "--client-id", WIDE)
+        partial = json.loads(out)["quotas"][P]["live"]
     finally:
         conc_out, _ = conc.communicate(timeout=120)
         wide_out, _ = wide.communicate(timeout=120)
@@ -204,6 +209,10 @@ def test_one_broker_throttles_the_concentrated_client_and_none_the_spread_one(pl
     assert "in total against a 100 KiB/s quota, and not throttled: each broker sees at most" \
         in live["sentence"] and "enforces on its own" in live["sentence"]
     assert not [r for r in throttled if r["bucket"].get("client-id") == WIDE]
+
+    assert code == 0 and "broker 3: no metrics endpoint given" in partial_err
+    assert partial["unread"] == ["3"] and partial["brokers_with_traffic"] == ["1", "2"]
+    assert partial["sentence"].endswith("Broker 3 could not be read: its figures are unknown.")
 
     # The collector's usage samples carry the broker: conc's only from broker 2, throttled.
     samples = usage_samples(series, datetime.now(timezone.utc), 5.0)

@@ -28,26 +28,30 @@ BODIES = {
 }
 
 
+def serve(body: str) -> http.server.ThreadingHTTPServer:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        payload = body.encode()
+
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(self.payload)))
+            self.end_headers()
+            self.wfile.write(self.payload)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    return server
+
+
 @pytest.fixture
 def endpoints():
-    servers = []
-    for body in BODIES.values():
-        class Handler(http.server.BaseHTTPRequestHandler):
-            payload = body.encode()
-
-            def do_GET(self):  # noqa: N802
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(self.payload)))
-                self.end_headers()
-                self.wfile.write(self.payload)
-
-            def log_message(self, *args):
-                pass
-
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
+    """One metrics endpoint per broker, labelled by node id (``1=URL,2=URL,3=URL``)."""
+    servers = [serve(body) for body in BODIES.values()]
     yield ",".join(f"{label}=http://127.0.0.1:{s.server_address[1]}/metrics"
                    for label, s in zip(BODIES, servers))
     for s in servers:
@@ -127,3 +131,38 @@ def test_resolve_metrics_keeps_the_brokers_and_adds_the_spread(tmp_path, endpoin
     assert across.removeprefix("  across brokers: ") == live["sentence"]
     if client == "conc":
         assert live_lines[0] == "  live 1: no traffic in this bucket"
+
+
+def test_a_broker_without_any_quota_figures_still_counts(tmp_path, endpoints):
+    """A fourth broker whose endpoint answers with its node id and no quota series at all
+    (nobody sends to it): it is a broker without conc's traffic, so 'spread over 4'."""
+    quiet = serve('kafka_server_app_info_start_time_ms{node_id="4"} 1.7e12\n')
+    try:
+        store = sandbox_with(tmp_path / "q.sqlite", QUOTAS)
+        metrics = f"{endpoints},http://127.0.0.1:{quiet.server_address[1]}/metrics"
+        code, out, err = run("--sandbox", store, "--resolve", "--client-id", "conc",
+                             "--metrics", metrics, "--output", "json")
+    finally:
+        quiet.shutdown()
+        quiet.server_close()
+    assert code == 0, err
+    live = json.loads(out)["quotas"][P]["live"]
+    assert live["brokers_without_traffic"] == ["1", "3", "4"]
+    assert "spread over 4 brokers it could be up to 4 MiB/s" in live["sentence"]
+
+
+def test_an_endpoint_that_fails_is_named_unread(tmp_path, endpoints):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    store = sandbox_with(tmp_path / "q.sqlite", QUOTAS)
+    code, out, err = run("--sandbox", store, "--resolve", "--client-id", "wide", "--metrics",
+                         f"{endpoints},http://127.0.0.1:{closed}/metrics", "--output", "plain")
+    assert code == 1 and f"127.0.0.1:{closed}" in err
+    lines = out.splitlines()
+    assert f"  live 127.0.0.1:{closed}: not read, its figures are unknown" in lines
+    [across] = [line for line in lines if line.startswith("  across brokers: ")]
+    assert across.endswith(f"Broker 127.0.0.1:{closed} could not be read: its figures are "
+                           f"unknown.")

@@ -57,7 +57,7 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window) -> Non
     latest = history[-1]
     for label, error in latest.errors.items():
         st.warning(md(f"{label}: {error}"), icon=":material/cloud_off:")
-    unwatched_warnings(latest)
+    missing = unwatched_warnings(latest)
     rows = join_usage(latest.series, quotas)
     found = verdicts(resolution, keys, quotas, rows, window)
     span = latest.at - history[0].at
@@ -75,10 +75,11 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window) -> Non
                             if s.kind == "status"] + ([quiet] if quiet else [])))
     # The client x broker view: its own bucket per key on every broker read (more than one),
     # and the sentence that explains the spread. Never one summed "cluster" throttle.
-    known = {r.broker for r in rows}
-    if len(known | set(latest.errors)) > 1:
+    known = {r.broker for r in rows} | set(latest.brokers)
+    unread = [*latest.errors, *missing]
+    if len(known | set(unread)) > 1:
         show_spreads([(f"{v.key} {tags_entity(v.bucket).display()}",
-                       spread(v.key, v.brokers, known, v.limit, latest.errors))
+                       spread(v.key, v.brokers, known, v.limit, unread))
                       for v in found if v.brokers], key="rs_spread")
     # Apart: what else is throttled under the same user or client id; the others, one line.
     hot = [(v, o) for v in found for o in v.others if o.throttled]

@@ -86,13 +86,15 @@ def labelled(label: str, sp: Spread):
 
 
 def show_bucket_spreads(rows, shown, unread: Iterable[str] = (), key: str = "spread",
-                        limit: int = 25) -> None:
+                        limit: int = 25, brokers: Iterable[str] = ()) -> None:
     """Throttled now: each bucket of ``shown`` (live rows, in their order) over every broker
-    of ``rows`` (all the rows read), when more than one broker is known."""
+    of ``rows`` (all the rows read) and ``brokers`` (every endpoint that answered), when more
+    than one broker is known; ``unread``: brokers whose figures are unknown."""
     unread = list(unread)
-    if len({r.broker for r in rows} | set(unread)) < 2:
+    known = {r.broker for r in rows} | set(brokers)
+    if len(known | set(unread)) < 2:
         return
-    spreads = bucket_spreads(rows, unread=unread)
+    spreads = bucket_spreads(rows, known, unread=unread)
     buckets = list(dict.fromkeys((r.quota_type, r.user, r.client_id) for r in shown))[:limit]
     st.markdown("**Per broker**: each broker enforces the quota on its own; a bucket can be "
                 "throttled on one broker and not on another.")
@@ -127,7 +129,8 @@ def show_traffic_spreads(changes, key: str = "ed_spread") -> None:
 
     live, _ = feed(secrets_dict())
     frame = live.latest(wait_s=0) if live is not None else None
-    known = {s.broker for s in frame.series} if frame is not None else set()
+    known = ({s.broker for s in frame.series} | set(frame.brokers)) if frame is not None \
+        else set()
     if len(known | {c.after.broker for c in changes}) < 2:
         return
     st.markdown("**Per broker, after the change** (judged at today's rate on each broker, "

@@ -15,7 +15,7 @@ from ..entities import DEFAULT_TEXT, Entity, display_name, sanitize
 from ..keys import QUOTA_KEYS, format_value, json_number
 from ..live import BucketUsage, client_buckets
 from ..resolution import Resolution
-from ..spread import Spread, bucket_spreads, spread
+from ..spread import Reach, Spread, bucket_spreads, spread
 from ..throttle import QuotaWindow
 from ..units import format_exact, format_quota, format_rate
 
@@ -93,7 +93,8 @@ def _broker_json(row: BucketUsage) -> dict:
 
 
 def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
-                 quotas: Mapping[Entity, Mapping[str, float]] | None = None) -> dict:
+                 quotas: Mapping[Entity, Mapping[str, float]] | None = None,
+                 reach: Reach | None = None) -> dict:
     """What the brokers report for this client's own bucket of ``key``, one entry per broker
     (``throttled`` only from that bucket), and apart, the ``other_buckets`` under the same
     user or client id that are not this client's."""
@@ -105,7 +106,7 @@ def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
            "brokers": [_broker_json(row) for row in sorted(mine, key=lambda x: x.broker)]}
     # What the spread sentence rests on: the brokers with traffic, the summed rate and the
     # ceiling (quota x brokers with traffic); each broker still judges on its own.
-    doc.update(_client_spread(r, key, mine, rows).as_dict())
+    doc.update(_client_spread(r, key, mine, rows, reach).as_dict())
     if quotas is not None:
         from ..live import other_buckets
 
@@ -121,9 +122,12 @@ def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
 
 
 def _client_spread(r: Resolution, key: str, mine: Sequence[BucketUsage],
-                   rows: Sequence[BucketUsage]) -> Spread:
-    """The client's own bucket of ``key`` over every broker the scrape read."""
-    return spread(key, mine, {row.broker for row in rows}, r.keys[key].value)
+                   rows: Sequence[BucketUsage], reach: Reach | None = None) -> Spread:
+    """The client's own bucket of ``key`` over every broker the scrape read (``reach``: also
+    those that answered without quota figures, and those it could not read)."""
+    reach = reach or Reach()
+    return spread(key, mine, {row.broker for row in rows} | set(reach.read), r.keys[key].value,
+                  reach.unread)
 
 
 def _cell(key: str, value: float | None, fmt) -> str:
@@ -140,6 +144,7 @@ def format_spread_grid(sp: Spread, indent: str = "  ") -> list[str]:
                       "" if c.utilisation is None or not c.traffic else f"{c.utilisation:.0%}",
                       f"{c.throttle_ms:,.0f} ms" if c.throttle_ms else
                       "over quota" if c.throttled else ""))
+    table += [(b, "not read", "", "") for b in sp.unread]
     widths = [max(len(row[i]) for row in table) for i in range(4)]
     lines = [indent + "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip()
              for row in table]
@@ -147,14 +152,15 @@ def format_spread_grid(sp: Spread, indent: str = "  ") -> list[str]:
 
 
 def resolution_to_json(r: Resolution, live: Sequence[BucketUsage] | None = None,
-                       quotas: Mapping[Entity, Mapping[str, float]] | None = None) -> dict:
+                       quotas: Mapping[Entity, Mapping[str, float]] | None = None,
+                       reach: Reach | None = None) -> dict:
     quota_set = quotas
     quotas = {k: {"value": None if kr.value is None else json_number(kr.value), "level": kr.level,
                   "source": None if kr.source is None else kr.source.as_dict()}
               for k, kr in sorted(r.keys.items())}
     if live is not None and not r.client.is_ip:
         for k in quotas:
-            quotas[k]["live"] = live_for_key(r, k, live, quota_set)
+            quotas[k]["live"] = live_for_key(r, k, live, quota_set, reach)
     return {
         "entity": r.client.as_dict(),
         "assumptions": r.client.assumptions(),
@@ -189,13 +195,13 @@ def window_json(window: QuotaWindow) -> dict:
 def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
                        live: Sequence[BucketUsage] | None = None,
                        quotas: Mapping[Entity, Mapping[str, float]] | None = None,
-                       window: QuotaWindow | None = None) -> str:
+                       window: QuotaWindow | None = None, reach: Reach | None = None) -> str:
     """``quotas`` (the quota set resolved against) decides each client's one bucket per key
     for the live figures; without it every bucket shape that could hold the client shows.
     ``window`` is the brokers' quota window the live verdict used: JSON gives it as
     ``window`` on each client with live figures, text names it once, at the end."""
     if fmt == "json":
-        docs = [resolution_to_json(r, live, quotas) for r in resolutions]
+        docs = [resolution_to_json(r, live, quotas, reach) for r in resolutions]
         if window is not None and live is not None:
             for doc, r in zip(docs, resolutions):
                 if not r.client.is_ip:
@@ -215,10 +221,12 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
                         if row.key == k]
                 if mine:
                     # Every broker read, in broker order: one without this bucket says so.
-                    sp = _client_spread(r, k, mine, live)
+                    sp = _client_spread(r, k, mine, live, reach)
                     by_broker = {row.broker: row for row in mine}
                     lines += [_live_text(k, by_broker[b]) if b in by_broker
                               else f"  live {b}: no traffic in this bucket" for b in sp.brokers]
+                    lines += [f"  live {b}: not read, its figures are unknown"
+                              for b in sp.unread]
                     lines.append(f"  across brokers: {sp.sentence().text}")
                 if quotas is not None:
                     from ..live import other_buckets
@@ -264,12 +272,15 @@ def format_outcome(outcome: AlterOutcome) -> str:
 
 
 def format_throttled(rows: Sequence[BucketUsage], fmt: str = "text",
-                     every: Sequence[BucketUsage] | None = None) -> str:
+                     every: Sequence[BucketUsage] | None = None,
+                     reach: Reach | None = None) -> str:
     """``--throttled``: one line (or JSON object) per bucket, in the order given; then each
     bucket over every broker (``every``: all the rows the scrape gave, so brokers without its
     traffic show too) with the sentence that explains the spread (JSON: ``spread`` on each
     row)."""
-    spreads = bucket_spreads([*(every or ()), *rows])
+    reach = reach or Reach()
+    every = [*(every or ()), *rows]
+    spreads = bucket_spreads(every, {r.broker for r in every} | set(reach.read), reach.unread)
     if fmt == "json":
         return _json([{"broker": r.broker, "quota_type": r.quota_type, "key": r.key,
                        "bucket": r.bucket, "rate": _num(r.rate), "quota": _num(r.quota),
