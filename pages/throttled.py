@@ -15,7 +15,9 @@ from ui.charts import utilisation_bar
 from ui.coverage import unwatched_warnings
 from ui.live import feed
 from ui.render import entity_text
+from ui.spread import show_bucket_spreads
 from ui.context import context, secrets_dict
+from ui.brokers import settings_warnings
 from ui.story import cluster_window
 from ui.text import md
 
@@ -37,6 +39,7 @@ if live is None:
 if not ctx.connected:
     st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
     st.stop()
+settings_warnings(ctx.backend)  # a custom quota callback, brokers that disagree
 above = st.slider("Also show buckets running at or above this share of their quota", 50, 100,
                   80, step=5, format="%d%%", key="tn_above")
 
@@ -136,6 +139,8 @@ def board() -> None:
                                                max_value=100),
         "resolve": st.column_config.LinkColumn("resolve", display_text="Resolve →"),
     })
+    show_bucket_spreads(rows, hot, [*(d.name for d in frame.down), *unwatched], key="tn_spread",
+                        brokers=frame.brokers)
 
 
 def _ms(value: float | None) -> str:
