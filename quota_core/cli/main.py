@@ -591,6 +591,7 @@ SUBCOMMANDS = {"collect": (".collect", "scrape broker metrics and snapshot quota
                                                "(exit 0 nothing to do, 2 changes pending)"),
                "apply": (".plan:apply_main", "apply a plan file exactly, refused if the "
                                                  "quota set changed since"),
+               "serve-metrics": (".serve_metrics", "serve each bucket's limit, use and entry as Prometheus series"),
                "configs": (".configs_compat", "a kafka-configs.sh command line, always read "
                                               "in its dialect (nothing guessed)")}
 #: Other packages add subcommands through this entry-point group (pyproject.toml): the
