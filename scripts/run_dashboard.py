@@ -46,7 +46,7 @@ from quota_core.alterations import Alteration  # noqa: E402
 from quota_core.backends.base import QuotaBackend, checked_alter  # noqa: E402
 from quota_core.backends.open import open_backend  # noqa: E402
 from localkafka.demo import (attach_local, demo_brokers, demo_quotas,  # noqa: E402
-                             history_clients, node_ids_of)
+                             history_clients, hot_node, node_ids_of)
 from quota_core.errors import QuotaError  # noqa: E402
 from ui.identity import nothing_configured  # noqa: E402
 from ui.settings import access_policy, connections  # noqa: E402
@@ -134,6 +134,17 @@ def seed_if_empty(backend: QuotaBackend, where: str) -> None:
     say(f"seeded {len(demo)} demo quota entries into {where}")
 
 
+def load_story(node_ids: list[int]) -> str:
+    """What the demo load shows on this many brokers (one line)."""
+    hot = hot_node(node_ids)
+    if len(node_ids) == 1:
+        return (f"alice, bob and svc-reports over their quotas on broker {hot}, the only one "
+                f"(on three brokers svc-reports would be under on each), others under")
+    return (f"alice and bob throttled on broker {hot} only, svc-reports over its quota in "
+            f"total and under it on each of brokers {', '.join(map(str, sorted(node_ids)))}, "
+            f"others under")
+
+
 def make_history(node_ids: list[int], quotas, now: datetime | None = None, hours: float = 48):
     """The demo's usage history: ``hours`` ending ``now`` (to the minute), on these brokers
     (labelled by node id as a string, as the scrape labels them), under ``quotas`` (the set
@@ -163,8 +174,9 @@ def demo_history(env: dict[str, str], node_ids: list[int], quotas) -> list[subpr
         shutil.rmtree(old, ignore_errors=True)
     history = make_history(node_ids, quotas)
     write_history(history, where.history)
-    say(f"demo history: {len(history.usage):,} usage samples over the last 48 h on brokers "
-        f"{', '.join(sorted(set(history.usage['broker'])))} in {where.history}")
+    brokers = sorted(set(history.usage["broker"]))
+    say(f"demo history: {len(history.usage):,} usage samples over the last 48 h on "
+        f"broker{'s' if len(brokers) > 1 else ''} {', '.join(brokers)} in {where.history}")
     with open(where.log, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline.analyze", "--usage", str(where.history), "--out",
@@ -262,8 +274,7 @@ def main(argv: list[str] | None = None) -> int:
                     [sys.executable, str(REPO / "scripts" / "demo_load.py"),
                      *(["--broker-dir", str(args.broker_dir)] if args.broker_dir else [])],
                     cwd=REPO))
-                say("demo load started: alice and bob over their quotas, svc-reports over in "
-                    "total and under on each broker, others under")
+                say("demo load started: " + load_story(node_ids))
     except QuotaError as exc:
         raise SystemExit(f"run_dashboard: {exc}") from exc
 

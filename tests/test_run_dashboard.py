@@ -135,3 +135,13 @@ def test_the_generator_command_line_takes_the_end_and_the_broker_ids(tmp_path, c
         main(["--out", str(tmp_path / "x"), "--end", "yesterday-ish"])
     assert exc.value.code == 2
     assert "'yesterday-ish' is not 'now' or an ISO-8601 time" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("nodes, line", [
+    ([1, 2, 3], "alice and bob throttled on broker 2 only, svc-reports over its quota in total "
+                "and under it on each of brokers 1, 2, 3, others under"),
+    ([1], "alice, bob and svc-reports over their quotas on broker 1, the only one (on three "
+          "brokers svc-reports would be under on each), others under"),
+])
+def test_the_load_is_told_as_it_runs_on_this_many_brokers(run_dashboard, nodes, line):
+    assert run_dashboard.load_story(nodes) == line
