@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from quota_core.entities import sanitize
 from quota_core.errors import BackendError, MetricsError, QuotaError
+from quota_core.telemetry.rules import NODE_ID_LABEL, NODE_ID_METRIC
 from quota_core.telemetry import (ATTRIBUTES, QUOTA_TYPES, RULES, QuotaSeries, fetch_text,
                                   jmx_unquote, parse_metrics, scrape)
 
@@ -269,8 +270,12 @@ def test_jmx_unquote(tag, raw):
 def test_every_metric_in_our_rules_file_has_a_row_and_back():
     config = yaml.safe_load(RULES_FILE.read_text())
     exported = {rule["name"] for rule in config["rules"]}
-    assert exported == {r.metric for r in RULES if r.rule_set == "quota-console"}
+    # The quota series, and the one gauge that says which broker the endpoint is.
+    assert exported == {r.metric for r in RULES if r.rule_set == "quota-console"} | {NODE_ID_METRIC}
     for rule in config["rules"]:
+        if rule["name"] == NODE_ID_METRIC:
+            assert set(rule["labels"]) == {NODE_ID_LABEL}
+            continue
         assert rule["labels"]["quota_type"] in QUOTA_TYPES
         assert rule["pattern"].startswith("kafka.server<type=")
     assert {r.rule_set for r in RULES} == {"quota-console", "jmx_exporter", "confluent"}
@@ -309,7 +314,8 @@ def test_scrape_reads_a_served_endpoint(server):
     assert fetch_text(f"{server}/metrics") == _fixture("ours.txt")
     series = scrape(f"{server}/metrics", "broker-1")
     assert len(series) == 32 and {s.broker for s in series} == {"broker-1"}
-    assert scrape(f"{server}/metrics")[0].broker == f"{server}/metrics"
+    # Unnamed, and the fixture exports no node id: the URL's host:port, as --metrics labels it.
+    assert scrape(f"{server}/metrics")[0].broker == server.split("://", 1)[1]
 
 
 def test_fetch_errors_name_the_url_and_the_fix(server):
@@ -348,3 +354,23 @@ def test_a_silent_endpoint_times_out():
             fetch_text(url, timeout=0.3)
     assert str(info.value).startswith(f"The metrics endpoint {url} did not answer within 0.3 s; check that")
     assert str(info.value).endswith(", or raise the timeout.")
+
+
+# -- which broker an endpoint is ------------------------------------------------------------------
+_NODE_TEXT = ('kafka_quota_byte_rate{quota_type="produce",user="alice",client_id="c1"} 5.0\n'
+              'kafka_server_app_info_start_time_ms{node_id="2"} 1.7e12\n')
+
+
+def test_series_carry_the_node_id_the_endpoint_exports_unless_the_user_named_it():
+    assert [s.broker for s in parse_metrics(_NODE_TEXT, "127.0.0.1:7071", by_node_id=True)] == ["2"]
+    assert [s.broker for s in parse_metrics(_NODE_TEXT, "east-1", by_node_id=False)] == ["east-1"]
+    without = _NODE_TEXT.splitlines()[0] + "\n"  # another rule set: no app-info gauge
+    assert [s.broker for s in parse_metrics(without, "127.0.0.1:7071", by_node_id=True)] == ["127.0.0.1:7071"]
+
+
+def test_an_endpoint_is_named_by_the_user_only_with_label_equals_url():
+    from quota_core.telemetry.collector import parse_endpoints
+
+    given, plain = parse_endpoints("east=http://10.0.0.1:7071/metrics,http://10.0.0.2:7071/metrics")
+    assert (given.label, given.named) == ("east", True)
+    assert (plain.label, plain.named) == ("10.0.0.2:7071", False)

@@ -39,10 +39,15 @@ __all__ = ["Endpoint", "parse_endpoints", "Collector", "CollectorStats"]
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """One metrics URL and the broker label its samples carry."""
+    """One metrics URL and the broker label its samples carry.
+
+    ``named``: the user gave the label (``LABEL=URL``). Otherwise ``label`` is the URL's
+    host:port, which names the endpoint while it cannot be read, and its samples carry the
+    broker's node id when the endpoint exports it."""
 
     label: str
     url: str
+    named: bool = True
 
 
 def parse_endpoints(text: str) -> list[Endpoint]:
@@ -59,7 +64,7 @@ def parse_endpoints(text: str) -> list[Endpoint]:
         if problem is not None:  # a usage error (exit 2), never an "internal error"
             raise ParseError(f"--metrics {part!r}: {problem}; give an http(s) URL such as "
                              f"http://127.0.0.1:7071/metrics (optionally LABEL=URL).")
-        out.append(Endpoint(label or urlsplit(url).netloc, url))
+        out.append(Endpoint(label or urlsplit(url).netloc, url, named=bool(label)))
     if not out:
         raise ParseError("--metrics is empty: give at least one http://HOST:PORT/metrics URL.")
     if len({e.label for e in out}) != len(out):

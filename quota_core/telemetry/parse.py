@@ -6,13 +6,14 @@ client-quota series and decodes their tags. Pure: text in, records out.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..errors import MetricsError
 from .names import decode_client_id, decode_user, jmx_unquote
-from .rules import MBEAN_TYPES, SeriesRule, rule_for
+from .rules import MBEAN_TYPES, NODE_ID_LABEL, NODE_ID_METRIC, SeriesRule, rule_for
 from .series import ATTRIBUTES, QuotaSeries
 
 __all__ = ["parse_metrics"]
@@ -22,15 +23,18 @@ __all__ = ["parse_metrics"]
 _LEGACY_RESOURCE = re.compile(r"^(\w+), user=([^,]+)$")
 
 
-def parse_metrics(text: str, broker: str) -> list[QuotaSeries]:
+def parse_metrics(text: str, broker: str, *, by_node_id: bool = False) -> list[QuotaSeries]:
     """Every client-quota series in ``text`` (Prometheus text format), in the order exported.
 
-    ``broker`` labels the records (the endpoint they came from). Series no rule reads are
+    ``broker`` labels the records (the endpoint they came from); with ``by_node_id`` the
+    broker's node id labels them instead, when the endpoint exports it (``NODE_ID_METRIC``),
+    since a node id is what Kafka's own tools and logs call a broker. Series no rule reads are
     ignored (jvm_*, other Kafka metrics), and so are broker-wide values without bucket tags.
     Raises :class:`~quota_core.errors.MetricsError` if the text is not Prometheus text or a
     tag is not the JMX-quoted form Kafka writes.
     """
     found: list[QuotaSeries] = []
+    node_id: str | None = None
     families = text_string_to_metric_families(text)  # lazily: one family held at a time
     while True:
         try:
@@ -42,8 +46,12 @@ def parse_metrics(text: str, broker: str) -> list[QuotaSeries]:
                 f"it starts {first!r}): point the scrape at the JMX exporter's /metrics endpoint.",
                 broker=broker) from exc
         if family is None:
+            if by_node_id and node_id is not None:
+                return [dataclasses.replace(s, broker=node_id) for s in found]
             return found
         for sample in family.samples:
+            if sample.name == NODE_ID_METRIC and sample.labels.get(NODE_ID_LABEL, "").isdigit():
+                node_id = sample.labels[NODE_ID_LABEL]
             rule = rule_for(sample.name)
             if rule is not None:
                 series = _read(rule, sample.labels, float(sample.value), broker)

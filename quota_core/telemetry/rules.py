@@ -32,7 +32,12 @@ from dataclasses import dataclass
 
 from .series import ATTRIBUTES
 
-__all__ = ["MBEAN_TYPES", "RULES", "SeriesRule", "rule_for"]
+__all__ = ["MBEAN_TYPES", "NODE_ID_LABEL", "NODE_ID_METRIC", "RULES", "SeriesRule", "rule_for"]
+
+#: Which broker an endpoint is: our rules export Kafka's ``kafka.server:type=app-info,id=N``
+#: MBean as this gauge, labelled with the node.id (the other rule sets do not export it).
+NODE_ID_METRIC = "kafka_server_app_info_start_time_ms"
+NODE_ID_LABEL = "node_id"
 
 
 @dataclass(frozen=True, slots=True)

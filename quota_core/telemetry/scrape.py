@@ -373,10 +373,11 @@ def scrape(url: str, broker: str | None = None, timeout: float = 5.0, *,
            max_series: int = MAX_SERIES,
            on_redirect: Callable[[str], None] | None = None) -> list[QuotaSeries]:
     """:func:`fetch_text` then :func:`~quota_core.telemetry.parse_metrics`, labelled ``broker``
-    (default: the URL); the caps and ``on_redirect`` are :func:`fetch_text`'s."""
+    (default: the broker's node id when the endpoint exports it, else the URL's host:port);
+    the caps and ``on_redirect`` are :func:`fetch_text`'s."""
     return parse_metrics(fetch_text(url, timeout, max_bytes=max_bytes, max_line=max_line,
                                     max_series=max_series, on_redirect=on_redirect),
-                         broker or url)
+                         broker or urlsplit(url).netloc or url, by_node_id=broker is None)
 
 
 def redirect_note(url: str, final: str) -> str:

@@ -19,18 +19,21 @@ __all__ = ["scrape_endpoint", "scrape_all"]
 class _Endpoint(Protocol):  # telemetry.collector.Endpoint
     label: str
     url: str
+    named: bool
 
 
 def scrape_endpoint(endpoint: _Endpoint, timeout: float, *,
                     on_redirect: Callable[[str, str], None] | None = None,
                     scrape: Callable[..., list] | None = None) -> list[QuotaSeries] | QuotaError:
-    """``endpoint``'s series, labelled with its label, or the error that made it fail.
+    """``endpoint``'s series, labelled with its label (one the user gave), else with the
+    broker's node id (the scrape reads it from the endpoint), or the error that made it fail.
     ``on_redirect(url, final)`` hears of a followed redirect; ``scrape`` replaces the HTTP
     scrape (the collector's is injected)."""
     extra = {} if on_redirect is None else {
         "on_redirect": lambda final: on_redirect(endpoint.url, final)}
     try:
-        return (scrape or http_scrape)(endpoint.url, endpoint.label, timeout=timeout, **extra)
+        label = endpoint.label if endpoint.named else None
+        return (scrape or http_scrape)(endpoint.url, label, timeout=timeout, **extra)
     except QuotaError as exc:
         return exc
 
