@@ -121,6 +121,20 @@ def broker_count(requested: int | None, mem: int | None = None,
     return count
 
 
+def read_up(stdout: str) -> tuple[str, list[str]]:
+    """``python -m localkafka up``'s answer: the bootstrap list (its last line) and one
+    metrics URL per broker (its ``metrics URL`` lines), in node order."""
+    lines = stdout.strip().splitlines()
+    return lines[-1], [line.split(" ", 1)[1] for line in lines if line.startswith("metrics ")]
+
+
+def metrics_setting(urls: list[str]) -> str:
+    """QUOTA_METRICS for these endpoints: the URLs alone, no ``LABEL=``, so that the scrape
+    names each broker by the node id its endpoint reports ("1", "2", "3"), as the demo
+    history does."""
+    return ",".join(urls)
+
+
 def seed_if_empty(backend: QuotaBackend, where: str) -> None:
     """Put the demo quotas in ``backend`` when it holds none."""
     if backend.describe():
@@ -241,9 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             if done.returncode != 0 or not done.stdout.strip():
                 raise SystemExit(f"run_dashboard: could not start the local broker "
                                  f"({' '.join(up[1:])} exited {done.returncode}; see above)")
-            lines = done.stdout.strip().splitlines()
-            bootstrap = lines[-1]
-            metrics = [line.split(" ", 1)[1] for line in lines if line.startswith("metrics ")]
+            bootstrap, metrics = read_up(done.stdout)
             if not was_running:
                 started_broker = [sys.executable, "-m", "localkafka", "down", *dir_args]
             local = attach_local(broker_dir)
@@ -260,8 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             env["QUOTA_COMMAND_CONFIG"] = str(admin_config)
             env.setdefault("QUOTA_CONNECTION_LABEL", LOCAL_LABEL)
             if metrics:
-                # No LABEL=: the scrape names each endpoint by the node id it reports.
-                env.setdefault("QUOTA_METRICS", ",".join(metrics))
+                env.setdefault("QUOTA_METRICS", metrics_setting(metrics))
                 say(f"live throttling from {', '.join(metrics)}")
             with open_backend(bootstrap_servers=bootstrap,
                               command_config=str(admin_config)) as backend:

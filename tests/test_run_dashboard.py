@@ -145,3 +145,22 @@ def test_the_generator_command_line_takes_the_end_and_the_broker_ids(tmp_path, c
 ])
 def test_the_load_is_told_as_it_runs_on_this_many_brokers(run_dashboard, nodes, line):
     assert run_dashboard.load_story(nodes) == line
+
+
+def test_every_brokers_endpoint_is_configured_unlabelled(run_dashboard):
+    """One endpoint per broker, from `localkafka up`'s lines, and no LABEL=: the scrape then
+    labels each by its node id (before: one endpoint, labelled "local")."""
+    from quota_core.telemetry.collector import parse_endpoints
+    from ui.settings import metrics_endpoints
+
+    out = ("metrics http://127.0.0.1:39703/metrics\nmetrics http://127.0.0.1:39191/metrics\n"
+           "metrics http://127.0.0.1:35353/metrics\n"
+           "127.0.0.1:39607,127.0.0.1:44845,127.0.0.1:34635\n")
+    bootstrap, urls = run_dashboard.read_up(out)
+    assert bootstrap == "127.0.0.1:39607,127.0.0.1:44845,127.0.0.1:34635"
+    assert len(urls) == 3
+    setting = run_dashboard.metrics_setting(urls)
+    assert metrics_endpoints({"QUOTA_METRICS": setting}, {}) == setting
+    endpoints = parse_endpoints(setting)  # as the app reads QUOTA_METRICS
+    assert [e.url for e in endpoints] == urls
+    assert not any(e.named for e in endpoints)  # so each broker is named by its node id
