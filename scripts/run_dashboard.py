@@ -174,6 +174,13 @@ def make_history(node_ids: list[int], quotas, now: datetime | None = None, hours
                     named=[Client(**row) for row in history_clients(node_ids)])
 
 
+def loopback_spark(env: dict[str, str]) -> None:
+    """Keep the demo's Spark jobs on 127.0.0.1. Without SPARK_LOCAL_IP, Spark binds its
+    driver and block manager to the host's address and its UI (4040) to every interface
+    (seen with ``ss -ltnp`` while the demo history was analysed)."""
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
 def demo_history(env: dict[str, str], node_ids: list[int], quotas) -> list[subprocess.Popen]:
     """The demo usage history for the History page (:func:`make_history`, written afresh on
     every run into .cache/demo-history: it ends now), and its Spark analysis started in the
@@ -184,6 +191,7 @@ def demo_history(env: dict[str, str], node_ids: list[int], quotas) -> list[subpr
 
     where = Places(REPO / ".cache" / "demo-history", REPO / ".cache" / "demo-history-analysis")
     env["QUOTA_HISTORY_DIR"], env["QUOTA_ANALYSIS_DIR"] = str(where.history), str(where.analysis)
+    loopback_spark(env)  # this job and the History page's "Analyse again"
     for old in (where.history, where.analysis):
         shutil.rmtree(old, ignore_errors=True)
     history = make_history(node_ids, quotas)

@@ -164,3 +164,12 @@ def test_every_brokers_endpoint_is_configured_unlabelled(run_dashboard):
     endpoints = parse_endpoints(setting)  # as the app reads QUOTA_METRICS
     assert [e.url for e in endpoints] == urls
     assert not any(e.named for e in endpoints)  # so each broker is named by its node id
+
+
+def test_the_demos_spark_jobs_stay_on_loopback(run_dashboard):
+    env: dict[str, str] = {}
+    run_dashboard.loopback_spark(env)
+    assert env == {"SPARK_LOCAL_IP": "127.0.0.1"}
+    env = {"SPARK_LOCAL_IP": "10.1.2.3"}  # the user's own choice stands
+    run_dashboard.loopback_spark(env)
+    assert env == {"SPARK_LOCAL_IP": "10.1.2.3"}
