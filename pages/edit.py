@@ -23,12 +23,14 @@ from quota_core.settle import after_change
 from quota_core.keys import QUOTA_KEYS, keys_for
 from quota_core.changes.workflow import apply_change, preview
 from ui.render import KEY_ORDER, editable_text, exact_text, traffic_rows
+from ui.spread import show_traffic_spreads
 from ui.history import WHAT_IF_COLUMNS, places as history_places, windows as history_windows
 from ui.live import feed
 from ui.context import context, secrets_dict
 from ui.sidebar import editing_gate
 from ui.registry import registry
 from ui.form_words import form_message
+from ui.brokers import settings_warnings
 from ui.story import cluster_window
 from ui.text import code, md
 
@@ -42,6 +44,7 @@ editing_gate(ctx, sign_in_key="sign_in_edit")  # who may edit: ui.identity
 st.caption(f"Changes go to **{md(ctx.spec.label)}** ({code(ctx.spec.location)}) and are recorded "
            f"in the audit log as **{md(ctx.operator)}** ({md(ctx.identity.via)}).")
 backend = ctx.backend
+settings_warnings(backend)  # a custom quota callback decides instead of these entries
 ss = st.session_state
 
 
@@ -353,6 +356,7 @@ with st.container(border=True):
                     f"{sum(c.verdict == 'newly throttled' for c in moved)} would be newly "
                     f"throttled, {sum(c.verdict == 'freed' for c in moved)} freed.")
         st.dataframe(traffic_rows(pv.traffic), hide_index=True)
+        show_traffic_spreads(pv.traffic)
 
 conflict = ss.get("ed_conflict")
 if conflict is not None:

@@ -15,7 +15,8 @@ from quota_core.errors import QuotaError
 from ui.render import KEY_ORDER, answers_html, entity_text, ladder_html
 from ui.live_panel import live_panel
 from ui.context import context
-from ui.story import cluster_window, notes_html, sentences_html
+from ui.brokers import settings_warnings
+from ui.story import notes_html, sentences_html
 from quota_core.story import client_story
 from quota_core.verdict import verdicts
 from ui.text import md
@@ -103,12 +104,17 @@ keys = [k for k in KEY_ORDER if k in resolution.keys]
 st.html(answers_html(resolution, keys, quotas))
 
 # -- live: whether this client is throttled, from its own bucket only ------------------------
-window = cluster_window(ctx.backend)
+# The brokers' settings: a custom quota callback or brokers that disagree are named here.
+settings = settings_warnings(ctx.backend)
+window = settings.window()
+if resolution.client.is_ip and settings.connection_cap() is not None:
+    st.info(md(settings.connection_cap().text), icon=":material/lan:")
 if not resolution.client.is_ip:
     live_panel(resolution, keys, quotas, window)
 
 # -- the ladder -------------------------------------------------------------------------------
 st.subheader("The ladder for this client")
+st.caption(md(settings.ladder_label()))
 st.html(ladder_html(resolution, keys))
 
 st.subheader("In plain words")

@@ -12,9 +12,12 @@ from quota_core.live import join_usage, throttled_rows
 from quota_core.settle import changed_lately, recent_changes
 from quota_core.units import format_quota, format_rate
 from ui.charts import utilisation_bar
+from ui.coverage import unwatched_warnings
 from ui.live import feed
 from ui.render import entity_text
+from ui.spread import show_bucket_spreads
 from ui.context import context, secrets_dict
+from ui.brokers import settings_warnings
 from ui.story import cluster_window
 from ui.text import md
 
@@ -36,6 +39,7 @@ if live is None:
 if not ctx.connected:
     st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
     st.stop()
+settings_warnings(ctx.backend)  # a custom quota callback, brokers that disagree
 above = st.slider("Also show buckets running at or above this share of their quota", 50, 100,
                   80, step=5, format="%d%%", key="tn_above")
 
@@ -64,6 +68,7 @@ def board() -> None:
     for down in frame.down:
         st.error(md(f"Cannot read the metrics of {down.name}, {down.since_text(frame.at)}. "
                     f"{down.error}"), icon=":material/cloud_off:")
+    unwatched = unwatched_warnings(frame)
     rows = join_usage(frame.series, ctx.snapshot.quotas)
     hot = throttled_rows(rows, above=float(above))
     throttled = [r for r in hot if r.throttled]
@@ -87,9 +92,13 @@ def board() -> None:
                       f"be read: a bucket there may be throttled. The rows below come from the "
                       f"endpoints that answered."), icon=":material/visibility_off:")
     if not hot:
-        if frame.complete:
+        if frame.complete and not unwatched:
             st.success("No bucket is throttled or near its quota.",
                        icon=":material/check_circle:")
+        elif frame.complete:  # blind on some brokers: never an all-clear
+            st.info(md(f"No bucket is throttled or near its quota on the brokers watched; "
+                       f"broker {', '.join(unwatched)} is not watched (above)."),
+                    icon=":material/visibility_off:")
         return
     st.plotly_chart(utilisation_bar(hot[:25]), key="tn_chart")
     # A bucket whose quota was changed (from this console: the audit log) within the broker's
@@ -130,6 +139,8 @@ def board() -> None:
                                                max_value=100),
         "resolve": st.column_config.LinkColumn("resolve", display_text="Resolve →"),
     })
+    show_bucket_spreads(rows, hot, [*(d.name for d in frame.down), *unwatched], key="tn_spread",
+                        brokers=frame.brokers)
 
 
 def _ms(value: float | None) -> str:

@@ -254,3 +254,8 @@ class ClusterInfo:
     location: str
     cluster_id: str | None = None
     broker_count: int | None = None
+    #: The node ids of the cluster's brokers (Metadata/DescribeCluster), as strings, as the
+    #: console labels brokers; empty for the sandbox (it has no brokers).
+    node_ids: tuple[str, ...] = ()
+    #: Each broker's advertised host, in the order of :attr:`node_ids`.
+    hosts: tuple[str, ...] = ()

@@ -45,6 +45,16 @@ class QuotaWindow:
     sample_s: int = DEFAULT_SAMPLE_MS // 1000
     #: Where the figures come from: a broker (``broker 1``) or Kafka's defaults.
     source: str = "Kafka's defaults"
+    #: Brokers whose own window differs (a rolling change half done): ``(node id, samples,
+    #: size s)``; each broker enforces with its own (:meth:`for_broker`).
+    differing: tuple[tuple[str, int, int], ...] = ()
+
+    def for_broker(self, broker: str) -> "QuotaWindow":
+        """The window of the broker labelled ``broker``: its own when it differs, else this."""
+        for node, samples, sample_s in self.differing:
+            if node == broker:
+                return QuotaWindow(samples, sample_s, f"broker {node}")
+        return self
 
     @property
     def sample_ms(self) -> int:

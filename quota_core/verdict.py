@@ -23,17 +23,12 @@ __all__ = ["BrokerFigure", "OtherBucket", "KeyVerdict", "key_verdict", "verdicts
 
 
 def read_window(backend) -> QuotaWindow:
-    """The brokers' quota window behind ``backend`` (``QuotaBackend.quota_window``), or
-    Kafka's defaults saying why when the brokers' settings cannot be read: a verdict never
-    fails for want of it."""
-    from .errors import QuotaError
+    """The brokers' quota window behind ``backend`` (the one most brokers have:
+    :func:`quota_core.brokers.read_settings`), or Kafka's defaults saying why when the brokers'
+    settings cannot be read: a verdict never fails for want of it."""
+    from .brokers import read_settings
 
-    try:
-        return backend.quota_window()
-    except QuotaError as exc:
-        return QuotaWindow(source=f"Kafka's defaults: the brokers' settings could not be "
-                                  f"read ({exc})")
-
+    return read_settings(backend).window()
 
 
 def tags_entity(tags: Tags) -> Entity:
@@ -68,7 +63,7 @@ class BrokerFigure:
         estimated = row.estimated_throttle_ms
         if row.quota is not None and row.quota_type != "controller_mutation":
             estimated = estimate_throttle(row.key, row.rate or 0.0, row.quota,
-                                          window=window).throttle_ms
+                                          window=window.for_broker(row.broker)).throttle_ms
         return cls(row.broker, row.rate, row.quota, row.throttle_ms, row.throttled,
                    row.over_quota, estimated)
 

@@ -19,7 +19,8 @@ from ui.settings import AccessPolicy, access_policy, audit_path, connections, re
 ENV_VARS = ("QUOTA_SANDBOX", "QUOTA_BOOTSTRAP_SERVERS", "QUOTA_COMMAND_CONFIG",
             "QUOTA_CONNECTION_LABEL", "QUOTA_READ_ONLY", "QUOTA_EDITORS", "QUOTA_USER_HEADER",
             "QUOTA_TRUST_PROXY_HEADER", "QUOTA_LOCAL_MODE", "QUOTA_IDENTITY_CLAIM",
-            "QUOTA_AUDIT_LOG", "QUOTA_CACHE_TTL", "QUOTA_KAFKA_TIMEOUT")
+            "QUOTA_AUDIT_LOG", "QUOTA_CACHE_TTL", "QUOTA_KAFKA_TIMEOUT", "QUOTA_METRICS",
+            "QUOTA_METRICS_TEMPLATE")
 MiB = 1024 * 1024
 E = Entity.of
 LOCAL_MODE = ("**Local mode: names are not verified.** Anyone who can open this page can type "

@@ -64,6 +64,13 @@ _CTX_KEY = "_quota_page_context"
 _FRESH_KEY = "_quota_page_context_fresh"
 
 
+def connected_cluster():
+    """The connected cluster's :class:`~quota_core.entities.ClusterInfo` as this session last
+    described it (its brokers), or None; for fragments that rerun without the page."""
+    ctx = st.session_state.get(_CTX_KEY)
+    return ctx.snapshot.info if ctx is not None and ctx.snapshot is not None else None
+
+
 def remember(ctx: PageContext) -> None:
     """Store this run's context, for :func:`context` to return."""
     st.session_state[_CTX_KEY] = ctx

@@ -13,14 +13,14 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import streamlit as st
 
+from quota_core.coverage import endpoint_address
 from quota_core.telemetry.collector import Endpoint, parse_endpoints
 from quota_core.errors import QuotaError
 
-from .settings import metrics_endpoints
+from .settings import metrics_endpoints, metrics_template
 
 __all__ = ["LiveFeed", "feed", "Frame", "Down", "endpoint_name"]
 
@@ -28,9 +28,7 @@ __all__ = ["LiveFeed", "feed", "Frame", "Down", "endpoint_name"]
 def endpoint_name(endpoint: Endpoint) -> str:
     """How a page names an endpoint that cannot be read: its URL's ``host:port`` (it has no
     broker id then; see CONTRACTS.md)."""
-    parts = urlsplit(endpoint.url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return f"{parts.hostname}:{port}" if parts.hostname else endpoint.url
+    return endpoint_address(endpoint.url)
 
 
 @dataclass(frozen=True)
@@ -59,6 +57,8 @@ class Frame:
     series: tuple
     errors: dict = field(default_factory=dict)
     down: tuple[Down, ...] = ()
+    #: The node id of every endpoint that answered (its label when it exports none).
+    brokers: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -85,7 +85,7 @@ class LiveFeed:
         self.last_ok.update((e.url, now) for e in self.endpoints if e.url not in down_urls)
         errors = {endpoint_name(e): str(exc) for e, exc in failed}
         down = [Down(endpoint_name(e), str(exc), self.last_ok.get(e.url)) for e, exc in failed]
-        return Frame(time.time(), tuple(series), errors, tuple(down))
+        return Frame(time.time(), tuple(series), errors, tuple(down), tuple(series.brokers))
 
     def _loop(self) -> None:
         while True:
@@ -117,11 +117,20 @@ def _feed(endpoints_text: str) -> LiveFeed:
 
 
 def feed(secrets: dict) -> tuple[LiveFeed | None, str | None]:
-    """The feed for the configured endpoints: ``(feed, None)``, ``(None, why not)``."""
-    text = metrics_endpoints(dict(os.environ), secrets)
-    if not text:
-        return None, None
+    """The feed for the configured endpoints (or the template, filled in for the connected
+    cluster's brokers): ``(feed, None)``, ``(None, why not)``."""
+    from quota_core.coverage import endpoints_from_template
+
+    from .context import connected_cluster
+
+    env = dict(os.environ)
+    text, template = metrics_endpoints(env, secrets), metrics_template(env, secrets)
+    cluster = connected_cluster()
     try:
+        if not text and template and cluster is not None and cluster.node_ids:
+            text = endpoints_from_template(template, cluster.node_ids, cluster.hosts)
+        if not text:
+            return None, None
         return _feed(text), None
     except QuotaError as exc:
         return None, f"The metrics endpoints setting is not usable: {exc}"

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 __all__ = ["ConnectionSpec", "AccessPolicy", "connections", "access_policy", "audit_path",
-           "cache_ttl", "kafka_timeout", "metrics_endpoints", "history_dir", "analysis_dir", "Places", "redact",
+           "cache_ttl", "kafka_timeout", "metrics_endpoints", "metrics_template", "history_dir", "analysis_dir", "Places", "redact",
            "REPO_ROOT"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -224,6 +224,13 @@ def metrics_endpoints(env: Mapping[str, str], secrets: Mapping[str, Any]) -> str
     raw = env.get("QUOTA_METRICS") or _section(secrets, "metrics").get("endpoints")
     if isinstance(raw, (list, tuple)):
         raw = ",".join(str(u) for u in raw)
+    return str(raw).strip() or None if raw else None
+
+
+def metrics_template(env: Mapping[str, str], secrets: Mapping[str, Any]) -> str | None:
+    """One endpoint per broker of the connected cluster from a template with ``{host}``/``{id}``
+    (``QUOTA_METRICS_TEMPLATE`` or ``[metrics] template``), or None. Explicit endpoints win."""
+    raw = env.get("QUOTA_METRICS_TEMPLATE") or _section(secrets, "metrics").get("template")
     return str(raw).strip() or None if raw else None
 
 

@@ -24,7 +24,7 @@ _TONE = {  # background, border
 def _tone(sentence: Sentence) -> str:
     if sentence.claims.get("subject") == "other":
         return "other"
-    if sentence.kind == STATUS:
+    if sentence.kind in (STATUS, "spread"):  # quota_core.spread.SPREAD
         return "throttled" if sentence.claims.get("throttled") else "ok"
     return "plain"
 
@@ -60,29 +60,33 @@ def notes_html(items: Iterable[str], label: str | None = None) -> str:
     return f'<ul class="qc-notes" style="margin:0 0 0 1.2em">{"".join(rows)}</ul>'
 
 
-_WINDOWS: dict[int, tuple[float, object]] = {}
-#: Re-read the brokers' quota window at most this often (it changes only by a broker restart
-#: or a dynamic config change).
-_WINDOW_TTL_S = 60.0
+_SETTINGS: dict[int, tuple[float, object]] = {}
+#: Re-read the brokers' settings at most this often (the quota window and the callback change
+#: only by a broker restart or a dynamic config change).
+_SETTINGS_TTL_S = 60.0
 
 
-def cluster_window(backend):
-    """The quota window of the cluster behind ``backend`` (Kafka's defaults when it cannot
-    be read, saying why in ``source``); cached a minute per connection."""
+def cluster_settings(backend):
+    """The broker settings of the cluster behind ``backend`` (:mod:`quota_core.brokers`;
+    Kafka's defaults when they cannot be read, saying why); cached a minute per connection."""
     import threading
     import time
 
-    from quota_core.throttle import DEFAULT_WINDOW
-    from quota_core.verdict import read_window
+    from quota_core.brokers import ClusterSettings, read_settings
 
     if backend is None:
-        return DEFAULT_WINDOW
+        return ClusterSettings.defaults()
     inner = getattr(backend, "inner", backend)
-    hit = _WINDOWS.get(id(inner))
-    if hit is not None and time.monotonic() - hit[0] < _WINDOW_TTL_S:
+    hit = _SETTINGS.get(id(inner))
+    if hit is not None and time.monotonic() - hit[0] < _SETTINGS_TTL_S:
         return hit[1]
     lock = getattr(backend, "_lock", None) or threading.RLock()
     with lock:
-        window = read_window(inner)
-    _WINDOWS[id(inner)] = (time.monotonic(), window)
-    return window
+        settings = read_settings(inner)
+    _SETTINGS[id(inner)] = (time.monotonic(), settings)
+    return settings
+
+
+def cluster_window(backend):
+    """The quota window of the cluster behind ``backend`` (the one most brokers have)."""
+    return cluster_settings(backend).window()

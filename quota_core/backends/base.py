@@ -94,13 +94,18 @@ class QuotaBackend(ABC):
         """The quotas of exactly this entity ({} when it has none)."""
         return self.describe(EntityFilter.for_entity(entity)).get(entity, {})
 
-    def quota_window(self) -> "QuotaWindow":  # noqa: F821 - quota_core.throttle.QuotaWindow
-        """The brokers' quota window (``quota.window.num`` × ``quota.window.size.seconds``).
-        A backend without brokers (the sandbox) has Kafka's defaults, 11 × 1 s, and says so
-        in the window's ``source``."""
-        from ..throttle import QuotaWindow
+    def broker_settings(self) -> "ClusterSettings":  # noqa: F821 - quota_core.brokers
+        """Every broker's quota settings (the window, the callback, ...). A backend without
+        brokers (the sandbox) has Kafka's defaults, and says so in ``source``."""
+        from ..brokers import ClusterSettings
 
-        return QuotaWindow(source="Kafka's defaults: the sandbox has no brokers")
+        return ClusterSettings.defaults("Kafka's defaults: the sandbox has no brokers")
+
+    def quota_window(self) -> "QuotaWindow":  # noqa: F821 - quota_core.throttle.QuotaWindow
+        """The brokers' quota window (``quota.window.num`` × ``quota.window.size.seconds``),
+        from :meth:`broker_settings`: for the sandbox Kafka's defaults, 11 × 1 s, saying so
+        in the window's ``source``."""
+        return self.broker_settings().window()
 
 
 def checked_alter(backend: QuotaBackend, alterations: Sequence[Alteration],

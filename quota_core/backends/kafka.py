@@ -182,6 +182,10 @@ def _shape_filter(entities) -> EntityFilter:
     return EntityFilter(tuple(FilterComponent.any(t) for t in shapes.pop()), True)
 
 
+def _node_order(node_id: str) -> tuple[int, str]:
+    return (int(node_id), node_id) if node_id.isdigit() else (1 << 62, node_id)
+
+
 class KafkaBackend(QuotaBackend):
     """Client quotas on a Kafka cluster (2.6+; KRaft or ZooKeeper).
 
@@ -840,8 +844,11 @@ class KafkaBackend(QuotaBackend):
         # The cluster id of the Metadata answer is DescribeCluster's (both read it from the
         # broker's metadata image); Metadata is what every broker since 0.10 answers.
         response = self._call(lambda: MetadataRequest(topics=[]), "reading cluster metadata")
+        brokers = sorted(((str(b[0]), str(b[1])) for b in response.brokers),
+                         key=lambda b: _node_order(b[0]))
         return ClusterInfo("kafka", self.bootstrap_servers, response.cluster_id,
-                           len(response.brokers))
+                           len(response.brokers), tuple(b[0] for b in brokers),
+                           tuple(b[1] for b in brokers))
 
     def close(self) -> None:
         if self._closed:
@@ -865,45 +872,15 @@ class KafkaBackend(QuotaBackend):
         _REDACTOR.remove(self._secrets)
         self._secrets = ()
 
-    # -- the quota window (the explanation issue) -------------------------------------------
+    # -- broker settings (the quota window, the callback: quota_core.brokers) -------------
+    def broker_settings(self):
+        """Every broker's quota settings (DescribeCluster, then DescribeConfigs per broker):
+        :func:`quota_core.backends.kafka_brokers.read_broker_settings`."""
+        from .kafka_brokers import read_broker_settings
+
+        return read_broker_settings(self)
+
     def quota_window(self):
-        """The broker's quota window, ``quota.window.num`` × ``quota.window.size.seconds``,
-        read with DescribeConfigs from the broker this backend talks to (each broker holds its
-        own; they can differ during a rolling change). The one place the console reads it."""
-        from kafka.protocol.admin import DescribeConfigsRequest  # after kafka_wire set it up
-
-        from ..throttle import DEFAULT_WINDOW, QuotaWindow
-
-        keys = ["quota.window.num", "quota.window.size.seconds"]
-        self.info()  # pins the broker, so the request names the one that answers it
-        node = self._node_id
-
-        def make():
-            resource = DescribeConfigsRequest.DescribeConfigsResource
-            return DescribeConfigsRequest(resources=[resource(
-                resource_type=4, resource_name="" if node is None else str(node),
-                configuration_keys=keys)], include_synonyms=False, include_documentation=False)
-
-        response = self._call(make, "reading the quota window")
-        values: dict[str, str] = {}
-        for result in response.results or ():
-            if result.error_code:
-                if result.error_code == _CLUSTER_AUTHORIZATION_FAILED:
-                    raise self._not_authorized("DESCRIBE_CONFIGS", "read broker configs",
-                                               "DescribeConfigs")
-                error = Errors.for_code(result.error_code)
-                raise RequestRejected(f"The broker refused to describe its configs "
-                                      f"({error.message}): {result.error_message or ''}",
-                                      broker_error=error.message)
-            for config in result.configs or ():
-                values[config.name] = config.value
-        try:
-            samples = int(values.get(keys[0]) or DEFAULT_WINDOW.samples)
-            size = int(values.get(keys[1]) or DEFAULT_WINDOW.sample_s)
-        except ValueError as exc:
-            raise RequestRejected(f"The broker's quota window is not a number: {values}") \
-                from exc
-        where = f"broker {node}" if node is not None else "a broker"
-        if not all(values.get(k) for k in keys):
-            where = f"Kafka's defaults: {where} did not report {', '.join(keys)}"
-        return QuotaWindow(samples, size, where)
+        """The quota window most brokers have (each holds its own; they can differ during a
+        rolling change: :meth:`quota_core.brokers.ClusterSettings.disagreements`)."""
+        return self.broker_settings().window()

@@ -47,6 +47,10 @@ class LockedBackend(QuotaBackend):
         with self._lock:
             return self.inner.identity()
 
+    def broker_settings(self):
+        with self._lock:
+            return self.inner.broker_settings()
+
     def quota_window(self):
         with self._lock:
             return self.inner.quota_window()

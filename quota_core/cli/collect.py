@@ -30,8 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Scrape broker quota metrics and "
                                 "snapshot the quota set into a usage history (Parquet or a "
                                 "Kafka topic) for the analysis and the History page.")
-    p.add_argument("--metrics", required=True, metavar="URL[,URL...]",
+    p.add_argument("--metrics", metavar="URL[,URL...]",
                    help="the brokers' Prometheus endpoints (LABEL=URL names a broker)")
+    p.add_argument("--metrics-template", metavar="TEMPLATE",
+                   help="one endpoint per broker of the cluster, e.g. "
+                        "'http://{host}:7071/metrics' ({id}: the node id); needs "
+                        "--bootstrap-server")
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the cluster whose quotas "
                    "are snapshot (and, with --to kafka:TOPIC, where the topic lives)")
     p.add_argument("--command-config", metavar="FILE", help="Kafka client properties")
@@ -50,6 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check(args: argparse.Namespace) -> None:
+    if bool(args.metrics) == bool(args.metrics_template):
+        raise ParseError("Say which endpoints to scrape: --metrics URL[,URL...] or "
+                         "--metrics-template TEMPLATE (one of them).")
+    if args.metrics_template:
+        from ..coverage import check_template
+
+        if not args.bootstrap_server:
+            raise ParseError("--metrics-template needs --bootstrap-server: the cluster lists the "
+                             "brokers the template is filled in for.")
+        check_template(args.metrics_template)
     if bool(args.sandbox) == bool(args.bootstrap_server):
         raise ParseError("Say whose quotas to snapshot: --bootstrap-server HOST:PORT or "
                          "--sandbox PATH (one of them).")
@@ -71,7 +85,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         return int(exc.code or 0)
     try:
         _check(args)
-        endpoints = parse_endpoints(args.metrics)
+        endpoints = parse_endpoints(args.metrics) if args.metrics else []
     except ParseError as exc:
         err.write(f"{PROG}: error: {exc}\n")
         return exit_code("collect", exc)
@@ -103,6 +117,12 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 from ..backends.kafka_config import load_command_config
 
                 client_conf = load_command_config(args.command_config).librdkafka_config()
+            if args.metrics_template:
+                from ..coverage import endpoints_from_template
+
+                cluster = backend.info()
+                endpoints = parse_endpoints(endpoints_from_template(
+                    args.metrics_template, cluster.node_ids, cluster.hosts))
             sink = open_sink(args.to, client_conf, args.bootstrap_server)
             log(f"collect: scraping {', '.join(e.label for e in endpoints)} every "
                 f"{args.every:g} s into {sink.label}; stop with Ctrl-C or SIGTERM")

@@ -38,7 +38,6 @@ from ..serialization import dumps, format_of, import_plan, loads
 from .spec import parse_add, parse_defaults, parse_delete, parse_names
 from ..keys import QUOTA_KEYS
 from ..validation import is_ip_literal, unknown_key_message, validate_alterations
-from ..verdict import read_window
 
 PROG = "kafka-client-quotas"
 
@@ -116,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     live.add_argument("--metrics", metavar="URL[,URL...]",
                       help="Prometheus endpoints of the brokers' JMX exporter (LABEL=URL to name "
                            "a broker); --resolve then shows rate vs quota per broker")
+    live.add_argument("--metrics-template", metavar="TEMPLATE",
+                      help="one endpoint per broker of the cluster, from a template with {host} "
+                           "and/or {id} (node id), e.g. 'http://{host}:7071/metrics'; needs "
+                           "--bootstrap-server (the cluster lists its brokers)")
     live.add_argument("--above", type=float, metavar="PCT",
                       help="--throttled: also buckets running at or above PCT %% of their quota")
     p.add_argument("--output", choices=output.FORMATS, default="text",
@@ -159,7 +162,8 @@ def _entities(args: argparse.Namespace) -> list[Entity]:
     return [Entity.from_pairs(c) for c in _combinations(choices)]
 
 
-def run_describe(backend: QuotaBackend, args: argparse.Namespace, out: TextIO) -> int:
+def run_describe(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
+                 err: TextIO) -> int:
     choices = _entity_choices(args)
     if choices:
         filters = [EntityFilter(tuple(FilterComponent.default(t) if n is None
@@ -172,7 +176,21 @@ def run_describe(backend: QuotaBackend, args: argparse.Namespace, out: TextIO) -
     for entity_filter in filters:
         found.update(backend.describe(entity_filter))
     out.write(output.format_describe(found, args.output))
+    _settings_notes(backend, err)
     return 0
+
+
+def _settings_notes(backend: QuotaBackend, err: TextIO):
+    """The brokers' settings (quota_core.brokers), with one stderr line for each that changes
+    the answer: a custom quota callback (named), brokers that disagree (named). The exit
+    status stays what the command decides."""
+    from ..brokers import read_settings
+
+    settings = read_settings(backend)
+    for note in settings.notes():
+        if note.kind != "unread":
+            err.write(f"{PROG}: warning: {note.text}\n")
+    return settings
 
 
 def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
@@ -192,7 +210,7 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
             raise UsageError(f"--ip {name!r} is not an IP address: connection quotas apply to "
                              f"addresses. Give one, e.g. --ip 192.0.2.10.")
     quotas = backend.describe()
-    live, failed = _live_rows(args, quotas, err)
+    live, failed, reach = _live_rows(args, quotas, err, backend)
     resolutions = []
     for combo in _combinations(choices):
         names = dict(combo)
@@ -200,38 +218,57 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
             resolutions.append(resolve_ip(quotas, names[IP]))  # type: ignore[arg-type]
         else:
             resolutions.append(resolve(quotas, names.get(USER), names.get(CLIENT_ID)))
-    window = None if live is None else read_window(backend)
-    out.write(output.format_resolutions(resolutions, args.output, live, quotas, window))
+    settings = _settings_notes(backend, err)
+    cap = settings.connection_cap() if IP in choices else None
+    if cap is not None:
+        err.write(f"{PROG}: note: {cap.text}\n")
+    window = None if live is None else settings.window()
+    out.write(output.format_resolutions(resolutions, args.output, live, quotas, window, reach))
     if args.output != "json":
         for note in dict.fromkeys(n for r in resolutions for n in r.client.assumptions()):
             err.write(f"note: {note}\n")
     return 1 if failed else 0
 
 
-def _live_rows(args: argparse.Namespace, quotas, err: TextIO):
-    """Scrape every --metrics endpoint and join with the ladder: ``(rows or None, failed)``.
-    An endpoint that fails gets one line on stderr; the others still answer."""
-    if not args.metrics:
-        return None, False
-    from ..telemetry.collector import parse_endpoints
+def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBackend):
+    """Scrape every --metrics endpoint and join with the ladder: ``(rows or None, failed,
+    the brokers read and not read)``.
+    An endpoint that fails gets one line on stderr; the others still answer. On a cluster,
+    every broker no answering endpoint covers gets one line too (its throttling is not
+    visible), and the exit stays 0 for them."""
+    if not (args.metrics or args.metrics_template):
+        return None, False, None
+    from ..coverage import endpoint_address, endpoints_from_template, unwatched, unwatched_sentence
     from ..live import join_usage
+    from ..spread import Reach
+    from ..telemetry.collector import parse_endpoints
     from ..telemetry.scrape import redirect_note
     from ..telemetry.sweep import scrape_all
 
-    series, errors = scrape_all(parse_endpoints(args.metrics), args.timeout,
+    cluster = backend.info()
+    text = args.metrics or endpoints_from_template(args.metrics_template, cluster.node_ids,
+                                                   cluster.hosts)
+    series, errors = scrape_all(parse_endpoints(text), args.timeout,
                                 on_redirect=lambda url, final: err.write(
                                     f"{PROG}: {redirect_note(url, final)}\n"),
                                 on_error=lambda _, exc: err.write(f"{PROG}: {exc}\n"))
-    failed = bool(errors)
-    return join_usage(series, quotas), failed
+    failed_names = [endpoint_address(endpoint.url) for endpoint, _ in errors]
+    missing = unwatched(cluster.node_ids, series.brokers)
+    for node in missing:
+        err.write(f"{PROG}: {unwatched_sentence(node, failed_names)}\n")
+    # Which brokers the figures cover, for the per-broker view (quota_core.spread).
+    reach = Reach(tuple(series.brokers), tuple(failed_names) + tuple(missing))
+    return join_usage(series, quotas), bool(errors), reach
 
 
 def run_throttled(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
                   err: TextIO) -> int:
     from ..live import throttled_rows
 
-    rows, failed = _live_rows(args, backend.describe(), err)
-    out.write(output.format_throttled(throttled_rows(rows or [], args.above), args.output))
+    rows, failed, reach = _live_rows(args, backend.describe(), err, backend)
+    out.write(output.format_throttled(throttled_rows(rows or [], args.above), args.output,
+                                      every=rows or [], reach=reach))
+    _settings_notes(backend, err)
     return 1 if failed else 0
 
 
@@ -406,11 +443,22 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError("--validate-only goes with --alter or --import.")
     if args.strict and not args.describe:
         raise UsageError("--strict goes with --describe.")
-    if args.throttled and not args.metrics:
+    if args.throttled and not (args.metrics or args.metrics_template):
         raise UsageError("--throttled needs --metrics URL[,URL...]: the brokers' Prometheus "
-                         "endpoints (python -m localkafka status prints a local broker's).")
-    if args.metrics and not (args.resolve or args.throttled):
-        raise UsageError("--metrics goes with --resolve or --throttled.")
+                         "endpoints (python -m localkafka status prints a local broker's), or "
+                         "--metrics-template with --bootstrap-server.")
+    for flag, given in (("--metrics", args.metrics), ("--metrics-template", args.metrics_template)):
+        if given and not (args.resolve or args.throttled):
+            raise UsageError(f"{flag} goes with --resolve or --throttled.")
+    if args.metrics and args.metrics_template:
+        raise UsageError("--metrics and --metrics-template name the same endpoints: give one.")
+    if args.metrics_template:
+        from ..coverage import check_template
+
+        if not args.bootstrap_server:
+            raise UsageError("--metrics-template needs --bootstrap-server: the cluster lists the "
+                             "brokers the template is filled in for.")
+        check_template(args.metrics_template)
     if args.metrics:
         from ..telemetry.collector import parse_endpoints
 
@@ -507,7 +555,7 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         with open_backend_from(args, progress=lambda line: err.write(f"{PROG}: {line}\n")
                                ) as backend:
             if args.describe:
-                return run_describe(backend, args, out)
+                return run_describe(backend, args, out, err)
             if args.resolve:
                 return run_resolve(backend, args, out, err)
             if args.throttled:

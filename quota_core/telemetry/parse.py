@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ..errors import MetricsError
 from .names import decode_client_id, decode_user, jmx_unquote
 from .rules import MBEAN_TYPES, NODE_ID_LABEL, NODE_ID_METRIC, SeriesRule, rule_for
-from .series import ATTRIBUTES, QuotaSeries
+from .series import ATTRIBUTES, EndpointSeries, QuotaSeries
 
 __all__ = ["parse_metrics"]
 
@@ -23,7 +23,7 @@ __all__ = ["parse_metrics"]
 _LEGACY_RESOURCE = re.compile(r"^(\w+), user=([^,]+)$")
 
 
-def parse_metrics(text: str, broker: str, *, by_node_id: bool = False) -> list[QuotaSeries]:
+def parse_metrics(text: str, broker: str, *, by_node_id: bool = False) -> EndpointSeries:
     """Every client-quota series in ``text`` (Prometheus text format), in the order exported.
 
     ``broker`` labels the records (the endpoint they came from); with ``by_node_id`` the
@@ -47,8 +47,8 @@ def parse_metrics(text: str, broker: str, *, by_node_id: bool = False) -> list[Q
                 broker=broker) from exc
         if family is None:
             if by_node_id and node_id is not None:
-                return [dataclasses.replace(s, broker=node_id) for s in found]
-            return found
+                found = [dataclasses.replace(s, broker=node_id) for s in found]
+            return EndpointSeries(found, node_id)
         for sample in family.samples:
             if sample.name == NODE_ID_METRIC and sample.labels.get(NODE_ID_LABEL, "").isdigit():
                 node_id = sample.labels[NODE_ID_LABEL]

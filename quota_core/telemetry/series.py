@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ATTRIBUTES", "QUOTA_TYPES", "QuotaSeries"]
+__all__ = ["ATTRIBUTES", "QUOTA_TYPES", "EndpointSeries", "QuotaSeries"]
 
 #: Each quota type and the MBean attributes it has (the quota managers' sensors).
 ATTRIBUTES: dict[str, tuple[str, ...]] = {
@@ -40,3 +40,13 @@ class QuotaSeries:
     client_id: str | None  # raw client id; None when not keyed by client id
     ip: str | None         # for connection metrics, else None
     value: float
+
+
+class EndpointSeries(list):
+    """The series one endpoint answered, and the node id it says it is (``None``: it does not
+    export one). An endpoint with no buckets yet still names its broker: that is how the console
+    knows which brokers it watches."""
+
+    def __init__(self, series=(), node_id: str | None = None) -> None:
+        super().__init__(series)
+        self.node_id = node_id

@@ -13,7 +13,16 @@ from ..errors import QuotaError
 from .scrape import scrape as http_scrape
 from .series import QuotaSeries
 
-__all__ = ["scrape_endpoint", "scrape_all"]
+__all__ = ["scrape_endpoint", "scrape_all", "Swept"]
+
+
+class Swept(list):
+    """Every series of a sweep, and :attr:`brokers`: the node id of each endpoint that answered
+    (its label when it exports none), so an endpoint with no buckets still counts as watched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.brokers: list[str] = []
 
 
 class _Endpoint(Protocol):  # telemetry.collector.Endpoint
@@ -41,11 +50,11 @@ def scrape_endpoint(endpoint: _Endpoint, timeout: float, *,
 def scrape_all(endpoints: Sequence[_Endpoint], timeout: float,
                on_redirect: Callable[[str, str], None] | None = None,
                on_error: Callable[[_Endpoint, QuotaError], None] | None = None
-               ) -> tuple[list[QuotaSeries], list[tuple[_Endpoint, QuotaError]]]:
+               ) -> tuple[Swept, list[tuple[_Endpoint, QuotaError]]]:
     """Every endpoint in turn: ``(the series of those that answered, [(endpoint, error)] for
     those that did not)``. ``on_error`` hears of each failure as it happens (so a CLI's lines
     keep the endpoints' order, redirect notes included)."""
-    series: list[QuotaSeries] = []
+    series = Swept()
     errors: list[tuple[_Endpoint, QuotaError]] = []
     for endpoint in endpoints:
         answer = scrape_endpoint(endpoint, timeout, on_redirect=on_redirect)
@@ -55,4 +64,5 @@ def scrape_all(endpoints: Sequence[_Endpoint], timeout: float,
                 on_error(endpoint, answer)
         else:
             series.extend(answer)
+            series.brokers.append(getattr(answer, "node_id", None) or endpoint.label)
     return series, errors
