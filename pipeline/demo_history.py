@@ -12,14 +12,22 @@ Size is set by ``clients`` (background clients besides the named ones), ``broker
 ``hours`` and ``step_s``: rows ≈ buckets × keys × brokers × hours × 3600 / step_s, so the
 same code serves tests (thousands of rows), the demo and a 10M-sample benchmark.
 
+By default it is a fixed past (from 6 January 2025, brokers ``broker-0``…, the quota sets of
+:func:`quota_sets`, the named clients below), so tests can rely on it. ``make run`` gives it
+its own cluster instead (:func:`generate` with ``end`` = now, the node ids as ``broker_ids``,
+the quota set it seeded and the demo load's clients, placed on the brokers that lead their
+topics), so the History page agrees with the live pages.
+
     python -m pipeline.demo_history --out history/ --hours 48 --clients 50
+    python -m pipeline.demo_history --out history/ --end now --broker-ids 1,2,3
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +41,8 @@ from quota_core.throttle import estimate_throttle
 from .schema import KEY_FOR_TYPE, QUOTA_COLUMNS, USAGE_COLUMNS, arrow_schema
 from .snapshots import entity_json
 
-__all__ = ["HistorySpec", "DemoHistory", "quota_sets", "generate", "write_history", "main"]
+__all__ = ["HistorySpec", "Client", "DemoHistory", "quota_sets", "generate", "write_history",
+           "main"]
 
 MB = 1_000_000
 QuotaSet = dict[Entity, dict[str, float]]
@@ -42,12 +51,50 @@ QuotaSet = dict[Entity, dict[str, float]]
 @dataclass(frozen=True)
 class HistorySpec:
     seed: int = 7
-    start: datetime = datetime(2025, 1, 6)   # UTC
+    start: datetime = datetime(2025, 1, 6)   # UTC; when ``end`` is given, end - hours
     hours: float = 48.0
     step_s: int = 60
-    brokers: int = 3
+    brokers: int = 3                          # how many (ignored when broker_ids are given)
     clients: int = 20                         # background clients besides the named ones
     quota_every_s: int = 3600                 # how often the collector snapshots the quotas
+    #: UTC; the history ends here (its last sample is one step before), e.g. now.
+    end: datetime | None = None
+    #: The brokers' labels, as the collector writes them (a real cluster: its node ids,
+    #: "1", "2", "3"); default ``broker-0``, ``broker-1``, … (``brokers`` of them).
+    broker_ids: tuple[str, ...] | None = None
+
+    @property
+    def first(self) -> datetime:
+        """The first sample's time (naive UTC)."""
+        if self.end is None:
+            return self.start
+        end = self.end.astimezone(timezone.utc).replace(tzinfo=None) \
+            if self.end.tzinfo else self.end
+        return end - timedelta(seconds=self.steps * self.step_s)
+
+    @property
+    def steps(self) -> int:
+        return int(self.hours * 3600 // self.step_s)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.broker_ids or tuple(f"broker-{b}" for b in range(self.brokers))
+
+
+@dataclass(frozen=True)
+class Client:
+    """One named client of the history. ``base`` is its mean rate on each broker it talks to
+    (bytes/s, % of a thread or mutations/s: the unit its quota is in); ``brokers`` the labels
+    of those brokers, each getting ``base`` (None: all of them, in uneven shares, as partition
+    leadership is)."""
+
+    user: str | None
+    client_id: str | None
+    quota_type: str
+    base: float
+    amp: float = 0.3          # diurnal amplitude
+    burst: float = 0.02       # probability that a burst starts at a step
+    brokers: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -90,17 +137,24 @@ _NAMED = [
 ]
 
 
-def _population(spec: HistorySpec, rng: np.random.Generator) -> pd.DataFrame:
-    rows = list(_NAMED)
+def _population(spec: HistorySpec, rng: np.random.Generator,
+                named: Sequence[Client] | None) -> pd.DataFrame:
+    rows = [(*row, None) for row in _NAMED] if named is None else [
+        (c.user, c.client_id, c.quota_type, c.base, c.amp, c.burst, c.brokers) for c in named]
+    unknown = {b for row in rows for b in (row[6] or ())} - set(spec.labels)
+    if unknown:
+        raise ValueError(f"named clients on brokers {sorted(unknown)} that the history does not "
+                         f"have ({', '.join(spec.labels)})")
     for i in range(spec.clients):
         user = f"svc-{i:03d}"
         rows.append((user, f"producer-{i}", "produce", float(rng.lognormal(np.log(0.8 * MB), 1.0)),
-                     float(rng.uniform(0.1, 0.5)), 0.01))
+                     float(rng.uniform(0.1, 0.5)), 0.01, None))
         rows.append((user, f"consumer-{i}", "fetch", float(rng.lognormal(np.log(1.5 * MB), 1.0)),
-                     float(rng.uniform(0.1, 0.5)), 0.01))
+                     float(rng.uniform(0.1, 0.5)), 0.01, None))
         rows.append((user, f"producer-{i}", "request", float(rng.uniform(1, 20)),
-                     float(rng.uniform(0.1, 0.5)), 0.0))
-    return pd.DataFrame(rows, columns=["user", "client_id", "quota_type", "base", "amp", "burst"])
+                     float(rng.uniform(0.1, 0.5)), 0.0, None))
+    return pd.DataFrame(rows, columns=["user", "client_id", "quota_type", "base", "amp", "burst",
+                                       "brokers"])
 
 
 def _series(pop: pd.DataFrame, t_s: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -131,16 +185,20 @@ def _quota_of(quotas: QuotaSet, user, client_id, key) -> float:
     return np.nan if found is None else found[0]
 
 
-def generate(spec: HistorySpec = HistorySpec()) -> DemoHistory:
+def generate(spec: HistorySpec = HistorySpec(), quotas: tuple[QuotaSet, QuotaSet] | None = None,
+             named: Sequence[Client] | None = None) -> DemoHistory:
+    """The history. ``quotas``: (before, after) the change half way, default
+    :func:`quota_sets` (give the same set twice for none). ``named``: the named clients,
+    default this module's own (etl, alice, bob, carol, …)."""
     rng = np.random.default_rng(spec.seed)
-    pop = _population(spec, rng)
-    steps = int(spec.hours * 3600 // spec.step_s)
+    pop = _population(spec, rng, named)
+    steps = spec.steps
     t_s = np.arange(steps) * spec.step_s
     rates = _series(pop, t_s, rng)
-    before, after = quota_sets()
+    before, after = quotas or quota_sets()
     change_s = (steps * spec.step_s // 2) // spec.quota_every_s * spec.quota_every_s
     periods = [(0, change_s, before), (change_s, steps * spec.step_s, after)]
-    nb = spec.brokers
+    names = spec.labels  # the brokers'
     # Columns are built as numpy pieces and labels as small tables indexed at the end: a
     # DataFrame per bucket would cost more than the data at 10M samples.
     buckets: list[tuple[str, str | None, str | None, float]] = []  # quota_type, tags, quota
@@ -157,15 +215,21 @@ def generate(spec: HistorySpec = HistorySpec()) -> DemoHistory:
         for (qt, key, tu, tc), group in tagged.groupby(
                 ["quota_type", "key", "t_user", "t_client"], dropna=False, sort=True):
             total = rates[group["row"].to_numpy()][:, cols].sum(axis=0)
-            # Partition leadership is uneven: each broker gets its own share of the bucket.
-            weights = rng.dirichlet(np.full(nb, 6.0)) * nb
+            # The brokers the bucket's clients talk to (all, unless they were placed); a
+            # broker that sees none of its traffic has no series for it, as on Kafka.
+            on = _brokers_of(group["brokers"], names)
+            if group["brokers"].isna().any():
+                # Partition leadership is uneven: each broker gets its own share of the bucket.
+                weights = rng.dirichlet(np.full(len(on), 6.0)) * len(on)
+            else:  # placed clients write the partitions their brokers lead in turn: even shares
+                weights = np.ones(len(on))
             first = group.iloc[0]  # the bucket's limit is its clients' quota; NaN when none
             buckets.append((qt, None if pd.isna(tu) else tu, None if pd.isna(tc) else tc,
                             _quota_of(quotas, first.user, first.client_id, key)))
             n = int(cols.sum())
-            pieces["t"].append(np.tile(t_s[cols], nb))
-            pieces["broker"].append(np.repeat(np.arange(nb), n))
-            pieces["bucket"].append(np.full(n * nb, len(buckets) - 1))
+            pieces["t"].append(np.tile(t_s[cols], len(on)))
+            pieces["broker"].append(np.repeat(on, n))
+            pieces["bucket"].append(np.full(n * len(on), len(buckets) - 1))
             pieces["rate"].append(np.concatenate([total * w for w in weights]))
     t, broker, bucket, rate = (np.concatenate(pieces[k]) for k in ("t", "broker", "bucket", "rate"))
     keep = ~_broker_gap(t, broker, spec)
@@ -175,8 +239,8 @@ def generate(spec: HistorySpec = HistorySpec()) -> DemoHistory:
     labels = {c: table[c].to_numpy(dtype=object) for c in ("quota_type", "user", "client_id")}
     quota = table["quota"].to_numpy(dtype=float)[bucket]
     usage = pd.DataFrame({
-        "ts": pd.Timestamp(spec.start, tz="UTC") + pd.to_timedelta(t, unit="s"),
-        "broker": np.array([f"broker-{b}" for b in range(nb)], dtype=object)[broker],
+        "ts": pd.Timestamp(spec.first, tz="UTC") + pd.to_timedelta(t, unit="s"),
+        "broker": np.array(names, dtype=object)[broker],
         "quota_type": labels["quota_type"][bucket],
         "user": labels["user"][bucket],
         "client_id": labels["client_id"][bucket],
@@ -185,8 +249,17 @@ def generate(spec: HistorySpec = HistorySpec()) -> DemoHistory:
         "interval_s": float(spec.step_s),
     })
     quotas_df = _snapshots(spec, steps, change_s, before, after)
-    versions = [(spec.start, before), (spec.start + timedelta(seconds=int(change_s)), after)]
+    versions = [(spec.first, before), (spec.first + timedelta(seconds=int(change_s)), after)]
     return DemoHistory(usage, quotas_df, versions)
+
+
+def _brokers_of(placed: pd.Series, labels: tuple[str, ...]) -> np.ndarray:
+    """Indices of the brokers a bucket's clients talk to: the union of their placements, or
+    every broker when any of them is not placed."""
+    if placed.isna().any():
+        return np.arange(len(labels))
+    wanted = set().union(*placed)
+    return np.array([i for i, label in enumerate(labels) if label in wanted])
 
 
 def _broker_gap(t: np.ndarray, broker: np.ndarray, spec: HistorySpec) -> np.ndarray:
@@ -211,7 +284,7 @@ def _throttle(quota_types: np.ndarray, rate: np.ndarray, quota: np.ndarray,
 def _snapshots(spec: HistorySpec, steps: int, change_s: int, before: QuotaSet,
                after: QuotaSet) -> pd.DataFrame:
     rows = []
-    start = pd.Timestamp(spec.start, tz="UTC")
+    start = pd.Timestamp(spec.first, tz="UTC")
     for s in range(0, steps * spec.step_s, spec.quota_every_s):
         quotas = before if s < change_s else after
         ts = start + pd.Timedelta(seconds=s)
@@ -247,6 +320,15 @@ def write_history(history: DemoHistory, out: str | Path, fmt: str = "parquet") -
     return out
 
 
+def _end(text: str) -> datetime:
+    if text == "now":
+        return datetime.now(timezone.utc)
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not 'now' or an ISO-8601 time") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="pipeline.demo_history", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
@@ -255,10 +337,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--step-s", type=int, default=HistorySpec.step_s)
     p.add_argument("--brokers", type=int, default=HistorySpec.brokers)
     p.add_argument("--clients", type=int, default=HistorySpec.clients)
+    p.add_argument("--end", type=_end, default=None,
+                   help="the history ends here: 'now' or an ISO-8601 UTC time (default: a fixed "
+                        "past, from 2025-01-06)")
+    p.add_argument("--broker-ids", type=lambda s: tuple(s.split(",")), default=None,
+                   help="the brokers' labels, comma-separated, e.g. a cluster's node ids 1,2,3")
     p.add_argument("--format", choices=("parquet", "json"), default="parquet")
     a = p.parse_args(argv)
     spec = HistorySpec(seed=a.seed, hours=a.hours, step_s=a.step_s, brokers=a.brokers,
-                       clients=a.clients)
+                       clients=a.clients, end=a.end, broker_ids=a.broker_ids)
     history = generate(spec)
     write_history(history, a.out, a.format)
     print(f"{len(history.usage)} usage samples, {len(history.quotas)} quota rows -> {a.out}",

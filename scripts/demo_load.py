@@ -2,15 +2,18 @@
 
     python scripts/demo_load.py [--broker-dir DIR] [--seconds N]
 
-It reads the local SASL broker's address and the demo users' SCRAM passwords from that
-broker's state (``localkafka``; the file is readable only by you), never from a command line.
+It reads the local SASL cluster's address and the demo users' SCRAM passwords from that
+cluster's state (``localkafka``; the file is readable only by you), never from a command line.
 Each client is a confluent-kafka (librdkafka) client authenticated with SCRAM as its user, so
-the broker's quota metrics show real buckets: alice's batch-export over the 2 MiB/s that
-``{user=alice}`` gives all her clients, bob's two clients sharing the 1 MiB/s each user gets
-from ``{user=<default>}``, alice's checkout-api well under its own 8 MiB/s, and consumers
-reading it all back. Bounded: fixed rates (about 6 MiB/s offered in all), a topic that keeps
-one minute of data, and it stops when its parent (the dashboard) stops, on SIGTERM, or after
-``--seconds``.
+the brokers' quota metrics show real buckets. Who does what, and on which broker, is
+``localkafka.demo`` (DEMO_PRODUCERS, the topics' explicit replica assignments): on three
+brokers alice's batch-export and bob's two clients are throttled on broker 2 only (every
+leader of their topic is there), svc-reports' ingest is over its quota in total and under it
+on every broker (one leader each), alice's checkout-api and carol stay under theirs, and
+consumers read the one-broker topic back. A producer writes its topic's partitions in turn,
+so each leader gets an even share. Bounded: fixed rates (about 8 MiB/s offered in all),
+topics that keep one minute of data, and it stops when its parent (the dashboard) stops, on
+SIGTERM, or after ``--seconds``.
 
 When the broker stops, every librdkafka client reports each failed reconnect; that was
 about 3,800 lines in 90 s. Each client's log and error lines go through :class:`QuietLog`:
@@ -29,17 +32,14 @@ import threading
 import time
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from localkafka.demo import (DEMO_CONSUMERS, DEMO_PRODUCERS, ONE_BROKER_TOPIC,  # noqa: E402
+                             SPREAD_TOPIC, attach_local, replica_assignment)
+
 MiB = 1024 * 1024
-TOPIC = "quota-console-demo"
-#: (user, client id, bytes per second offered). Quotas are in localkafka.demo.
-PRODUCERS = (
-    ("alice", "checkout-api", 1.0 * MiB),   # level 1, 8 MiB/s of its own: fine
-    ("alice", "batch-export", 3.0 * MiB),   # level 3 {user=alice}, 2 MiB/s: throttled
-    ("bob", "app-a", 0.7 * MiB),            # level 6 {user=<default>}: bob's 1 MiB/s ...
-    ("bob", "app-b", 0.7 * MiB),            # ... shared by both: throttled together
-    ("carol", "reports", 0.3 * MiB),        # level 6 too, carol's own 1 MiB/s: fine
-)
-CONSUMERS = (("svc-reports", "reports"), ("carol", "dashboards"))
+TOPICS = (ONE_BROKER_TOPIC, SPREAD_TOPIC)
 
 
 def _die_with_parent() -> None:
@@ -99,20 +99,36 @@ def _conf(bootstrap: str, user: str, password: str, client_id: str) -> dict:
             **QuietLog(f"{user}/{client_id}", LOG_EVERY["seconds"]).config()}
 
 
+def ticks(rate: float, size: int, per_second: int = 10):
+    """Messages of ``size`` bytes to send at each tick, ``per_second`` ticks a second, for
+    ``rate`` bytes/s. The fraction of a message a tick owes is carried to the next one, so the
+    rate offered is the rate asked (0.3 MiB/s of 16 KiB messages was 0.16 MiB/s when each tick
+    sent a whole number of them, rounded down)."""
+    per_tick, credit = rate / size / per_second, 0.0
+    while True:
+        credit += per_tick
+        due = int(credit)
+        credit -= due
+        yield due
+
+
 def produce(stop: threading.Event, bootstrap: str, user: str, password: str, client_id: str,
-            rate: float) -> None:
+            rate: float, topic: str, partitions: int) -> None:
     from confluent_kafka import Producer
 
     producer = Producer({**_conf(bootstrap, user, password, client_id), "linger.ms": 20,
                          "queue.buffering.max.kbytes": 4096, "acks": 1})
     payload = os.urandom(16 * 1024)
-    per_tick = max(1, int(rate / len(payload) / 10))  # ten ticks a second
+    sent = 0
     try:
-        while not stop.is_set():
+        for due in ticks(rate, len(payload)):
+            if stop.is_set():
+                break
             started = time.monotonic()
-            for _ in range(per_tick):
-                try:
-                    producer.produce(TOPIC, payload)
+            for _ in range(due):
+                try:  # the partitions in turn: each leader gets the same share
+                    producer.produce(topic, payload, partition=sent % partitions)
+                    sent += 1
                 except BufferError:  # throttled by the broker: the queue is full
                     break
             producer.poll(0)
@@ -127,7 +143,7 @@ def consume(stop: threading.Event, bootstrap: str, user: str, password: str,
 
     consumer = Consumer({**_conf(bootstrap, user, password, client_id),
                          "group.id": f"demo-{client_id}", "auto.offset.reset": "latest"})
-    consumer.subscribe([TOPIC])
+    consumer.subscribe([ONE_BROKER_TOPIC])
     try:
         while not stop.is_set():
             consumer.poll(0.5)
@@ -135,18 +151,48 @@ def consume(stop: threading.Event, bootstrap: str, user: str, password: str,
         consumer.close()
 
 
-def ensure_topic(bootstrap: str, password: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+def ensure_topics(admin, timeout: float = 20) -> dict[str, dict[int, int]]:
+    """Create the demo topics that are missing, each with its explicit replica assignment
+    over the cluster's brokers (localkafka.demo), and return what the cluster holds: topic ->
+    {partition: leader node id}. A topic that already exists is left as it is (its leaders
+    are what the caller reports)."""
+    from confluent_kafka.admin import NewTopic
 
-    admin = AdminClient(_conf(bootstrap, "admin", password, "demo-load-admin"))
-    if TOPIC not in admin.list_topics(timeout=20).topics:
-        futures = admin.create_topics([NewTopic(TOPIC, 1, config={
-            "retention.ms": "60000", "segment.bytes": str(8 * MiB)})])
+    metadata = admin.list_topics(timeout=timeout)
+    nodes = sorted(metadata.brokers)
+    # librdkafka wants the partition count beside an explicit assignment, and no replication
+    # factor (-1, the default here).
+    new = [NewTopic(t, len(assign), replica_assignment=assign, config={
+        "retention.ms": "60000", "segment.bytes": str(8 * MiB)})
+        for t in TOPICS if t not in metadata.topics
+        for assign in [replica_assignment(t, nodes)]]
+    for topic, future in (admin.create_topics(new, request_timeout=timeout) if new else {}).items():
         try:
-            futures[TOPIC].result(20)
+            future.result(timeout)
         except Exception as exc:  # noqa: BLE001 - created meanwhile is fine
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise
+    deadline = time.monotonic() + timeout
+    while True:  # the leaders are known once every partition has one
+        topics = admin.list_topics(timeout=timeout).topics
+        placed = {t: {p.id: p.leader for p in topics[t].partitions.values()}
+                  for t in TOPICS if t in topics}
+        if (len(placed) == len(TOPICS) and all(
+                leader >= 0 for parts in placed.values() for leader in parts.values())) \
+                or time.monotonic() > deadline:
+            return placed
+        time.sleep(0.2)
+
+
+def placement_line(placed: dict[str, dict[int, int]]) -> str:
+    """``quota-console-demo: every leader on broker 2; quota-console-demo-spread: leaders on
+    brokers 1, 2, 3``."""
+    def one(topic: str, parts: dict[int, int]) -> str:
+        nodes = sorted(set(parts.values()))
+        if len(nodes) == 1:
+            return f"{topic}: every leader on broker {nodes[0]}"
+        return f"{topic}: leaders on brokers {', '.join(map(str, nodes))}"
+    return "; ".join(one(t, parts) for t, parts in sorted(placed.items()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,11 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     LOG_EVERY["seconds"] = args.log_every
     _die_with_parent()
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from localkafka import LocalBroker
     from localkafka.daemon import DEFAULT_DIR
 
-    broker = LocalBroker.attach(Path(args.broker_dir) if args.broker_dir else DEFAULT_DIR)
+    broker = attach_local(Path(args.broker_dir) if args.broker_dir else DEFAULT_DIR)
     if broker is None or not broker.sasl:
         print("demo_load: no local SASL broker is running (python -m localkafka up --sasl)",
               file=sys.stderr)
@@ -172,14 +216,19 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    ensure_topic(args.bootstrap, passwords["admin"])
-    threads = [threading.Thread(target=produce, args=(stop, args.bootstrap, u, passwords[u], c, r),
-                                daemon=True) for u, c, r in PRODUCERS]
+    from confluent_kafka.admin import AdminClient
+
+    placed = ensure_topics(AdminClient(_conf(args.bootstrap, "admin", passwords["admin"],
+                                             "demo-load-admin")))
+    print(f"demo_load: {placement_line(placed)}", file=sys.stderr, flush=True)
+    threads = [threading.Thread(target=produce, daemon=True, args=(
+        stop, args.bootstrap, p.user, passwords[p.user], p.client_id, p.rate, p.topic,
+        len(placed[p.topic]))) for p in DEMO_PRODUCERS]
     threads += [threading.Thread(target=consume, args=(stop, args.bootstrap, u, passwords[u], c),
-                                 daemon=True) for u, c in CONSUMERS]
+                                 daemon=True) for u, c in DEMO_CONSUMERS]
     for t in threads:
         t.start()
-    print(f"demo_load: {len(PRODUCERS)} producers and {len(CONSUMERS)} consumers on "
+    print(f"demo_load: {len(DEMO_PRODUCERS)} producers and {len(DEMO_CONSUMERS)} consumers on "
           f"{args.bootstrap}", file=sys.stderr, flush=True)
     stop.wait(args.seconds)
     stop.set()

@@ -3,16 +3,24 @@
     python scripts/run_dashboard.py                      # configured cluster, else local broker
     python scripts/run_dashboard.py --sandbox demo.sqlite  # a sandbox file instead
     python scripts/run_dashboard.py --port 8600 --broker-dir /tmp/qc-broker
+    python scripts/run_dashboard.py --brokers 1            # one broker, whatever the machine
 
 Which backend:
 
 1. ``--sandbox PATH``: that sandbox file (seeded with the demo quotas when empty).
 2. ``QUOTA_BOOTSTRAP_SERVERS`` (+ ``QUOTA_COMMAND_CONFIG``) in the environment, or a
    ``[kafka]`` section in ``.streamlit/secrets.toml``: that cluster, untouched.
-3. Otherwise the local Kafka broker (``localkafka up --sasl``, started if none is running),
-   seeded with the demo quotas when it has none, its metrics endpoint configured for live
-   throttling, and a bounded demo load (``scripts/demo_load.py``: real clients as the demo
-   users, some over quota) that stops when the dashboard stops. ``--no-load`` skips the load.
+3. Otherwise a local Kafka cluster (``localkafka up --sasl --brokers N``, started if none is
+   running): three brokers when the machine holds them (``localkafka.demo.demo_brokers``:
+   5 GiB of MemAvailable and two cores), else one, said on stderr; ``--brokers`` decides
+   instead. It is seeded with the demo quotas when it has none, every broker's metrics
+   endpoint is configured for live throttling (labelled by node id), and a bounded demo load
+   (``scripts/demo_load.py``: real clients as the demo users, some over quota, some throttled
+   on one broker only) stops when the dashboard stops. ``--no-load`` skips the load.
+
+With a demo backend (2 or 3) it also writes a 48-hour demo usage history that ends now, on
+the cluster's own node ids and with the quota set it holds (``pipeline.demo_history``), and
+analyses it with Spark in the background.
 
 Then it runs ``streamlit run app.py`` on 127.0.0.1, passing the choice to the app through
 environment variables (see ui/settings.py), and waits. Ctrl-C (or SIGTERM) stops the
@@ -23,10 +31,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tomllib
+from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,12 +45,15 @@ sys.path.insert(0, str(REPO))
 from quota_core.alterations import Alteration  # noqa: E402
 from quota_core.backends.base import QuotaBackend, checked_alter  # noqa: E402
 from quota_core.backends.open import open_backend  # noqa: E402
-from localkafka.demo import demo_quotas  # noqa: E402
+from localkafka.demo import (attach_local, demo_brokers, demo_quotas,  # noqa: E402
+                             history_clients, hot_node, node_ids_of)
 from quota_core.errors import QuotaError  # noqa: E402
 from ui.identity import nothing_configured  # noqa: E402
 from ui.settings import access_policy, connections  # noqa: E402
 
 LOCAL_LABEL = "Local Kafka broker (make run)"
+#: The node ids the demo history uses when there is no cluster (``--sandbox``).
+SANDBOX_NODES = (1, 2, 3)
 
 
 def say(msg: str) -> None:
@@ -79,6 +92,49 @@ def demo_local_mode(env: dict[str, str], secrets_path: Path) -> bool:
     return nothing_configured(access_policy(env, secrets))
 
 
+def mem_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """The kernel's estimate of the memory available for new work (bytes), or None."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def broker_count(requested: int | None, mem: int | None = None,
+                 cpus: int | None = None) -> int:
+    """How many brokers the demo starts: ``--brokers``, else what the machine holds (``mem``
+    and ``cpus`` default to this machine's MemAvailable and cores), said on stderr; falling
+    back to one is said with the reason."""
+    if requested:
+        say(f"{requested} broker{'s' if requested > 1 else ''} (--brokers)")
+        return requested
+    count, why = demo_brokers(mem if mem is not None else mem_available(),
+                              cpus if cpus is not None else os.cpu_count())
+    if count == 1:
+        say(f"one broker, not three: {why}. Per-broker enforcement needs several brokers to "
+            f"show; make run ARGS='--brokers 3' insists")
+    else:
+        say(f"{count} brokers: {why}")
+    return count
+
+
+def read_up(stdout: str) -> tuple[str, list[str]]:
+    """``python -m localkafka up``'s answer: the bootstrap list (its last line) and one
+    metrics URL per broker (its ``metrics URL`` lines), in node order."""
+    lines = stdout.strip().splitlines()
+    return lines[-1], [line.split(" ", 1)[1] for line in lines if line.startswith("metrics ")]
+
+
+def metrics_setting(urls: list[str]) -> str:
+    """QUOTA_METRICS for these endpoints: the URLs alone, no ``LABEL=``, so that the scrape
+    names each broker by the node id its endpoint reports ("1", "2", "3"), as the demo
+    history does."""
+    return ",".join(urls)
+
+
 def seed_if_empty(backend: QuotaBackend, where: str) -> None:
     """Put the demo quotas in ``backend`` when it holds none."""
     if backend.describe():
@@ -92,21 +148,57 @@ def seed_if_empty(backend: QuotaBackend, where: str) -> None:
     say(f"seeded {len(demo)} demo quota entries into {where}")
 
 
-def demo_history(env: dict[str, str]) -> list[subprocess.Popen]:
-    """A demo usage history for the History page (generated once into .cache/demo-history),
-    and its Spark analysis started in the background (niced) unless already done; the page
-    follows its progress. Returns the analysis process to stop on exit, if one started."""
-    from pipeline.demo_history import HistorySpec, generate, write_history
+def load_story(node_ids: list[int]) -> str:
+    """What the demo load shows on this many brokers (one line)."""
+    hot = hot_node(node_ids)
+    if len(node_ids) == 1:
+        return (f"alice, bob and svc-reports over their quotas on broker {hot}, the only one "
+                f"(on three brokers svc-reports would be under on each), others under")
+    return (f"alice and bob throttled on broker {hot} only, svc-reports over its quota in "
+            f"total and under it on each of brokers {', '.join(map(str, sorted(node_ids)))}, "
+            f"others under")
+
+
+def make_history(node_ids: list[int], quotas, now: datetime | None = None, hours: float = 48):
+    """The demo's usage history: ``hours`` ending ``now`` (to the minute), on these brokers
+    (labelled by node id as a string, as the scrape labels them), under ``quotas`` (the set
+    the backend holds: the History page's "now" agrees with the live quota), with the demo
+    load's clients where the live load puts them, and 12 background clients."""
+    from pipeline.demo_history import Client, HistorySpec, generate
+
+    now = (now or datetime.now(timezone.utc)).replace(second=0, microsecond=0)
+    spec = HistorySpec(hours=hours, clients=12, end=now,
+                       broker_ids=tuple(str(n) for n in sorted(node_ids)))
+    quotas = {entity: dict(values) for entity, values in quotas.items()}
+    return generate(spec, quotas=(quotas, quotas),
+                    named=[Client(**row) for row in history_clients(node_ids)])
+
+
+def loopback_spark(env: dict[str, str]) -> None:
+    """Keep the demo's Spark jobs on 127.0.0.1. Without SPARK_LOCAL_IP, Spark binds its
+    driver and block manager to the host's address and its UI (4040) to every interface
+    (seen with ``ss -ltnp`` while the demo history was analysed)."""
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def demo_history(env: dict[str, str], node_ids: list[int], quotas) -> list[subprocess.Popen]:
+    """The demo usage history for the History page (:func:`make_history`, written afresh on
+    every run into .cache/demo-history: it ends now), and its Spark analysis started in the
+    background (niced), the old one removed first so the page never shows tables of another
+    history; the page follows its progress. Returns the analysis process to stop on exit."""
+    from pipeline.demo_history import write_history
     from ui.settings import Places
 
     where = Places(REPO / ".cache" / "demo-history", REPO / ".cache" / "demo-history-analysis")
     env["QUOTA_HISTORY_DIR"], env["QUOTA_ANALYSIS_DIR"] = str(where.history), str(where.analysis)
-    if not (where.history / "usage").exists():
-        history = generate(HistorySpec(hours=48, clients=12))
-        write_history(history, where.history)
-        say(f"demo history: {len(history.usage):,} usage samples over 48 h in {where.history}")
-    if where.ready:
-        return []
+    loopback_spark(env)  # this job and the History page's "Analyse again"
+    for old in (where.history, where.analysis):
+        shutil.rmtree(old, ignore_errors=True)
+    history = make_history(node_ids, quotas)
+    write_history(history, where.history)
+    brokers = sorted(set(history.usage["broker"]))
+    say(f"demo history: {len(history.usage):,} usage samples over the last 48 h on "
+        f"broker{'s' if len(brokers) > 1 else ''} {', '.join(brokers)} in {where.history}")
     with open(where.log, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline.analyze", "--usage", str(where.history), "--out",
@@ -128,12 +220,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--broker-dir", type=Path, default=None,
                         help="state folder of the local broker (default: localkafka's, "
                              ".cache/local-broker)")
+    parser.add_argument("--brokers", type=int, choices=range(1, 6), default=None,
+                        metavar="N", help="brokers of the local cluster, 1 to 5 (default: 3 "
+                        "when the machine holds them, else 1)")
     args = parser.parse_args(argv)
     env = dict(os.environ)
     secrets_path = REPO / ".streamlit" / "secrets.toml"
     demo = bool(args.sandbox) or not configured_cluster(env, secrets_path)
     children: list[subprocess.Popen] = []
     started_broker: list[str] | None = None
+    node_ids: list[int] = list(SANDBOX_NODES)
+    quotas: dict = {}
 
     try:
         if args.sandbox:
@@ -144,57 +241,64 @@ def main(argv: list[str] | None = None) -> int:
             with open_backend(sandbox=path) as backend:
                 if not args.no_seed:
                     seed_if_empty(backend, str(path))
+                quotas = backend.describe()
         elif (where := configured_cluster(env, REPO / ".streamlit" / "secrets.toml")):
             say(f"using the configured cluster ({where})")
         else:
             # A separate `localkafka up` process starts the broker and exits, so the broker is
             # nobody's child here: streamlit (exec'd below) would never reap it when it stops.
-            up = [sys.executable, "-m", "localkafka", "up", "--sasl"]
             dir_args = ["--dir", str(args.broker_dir)] if args.broker_dir else []
+            broker_dir = (args.broker_dir or REPO / ".cache" / "local-broker").resolve()
             was_running = subprocess.run([sys.executable, "-m", "localkafka", "status",
                                           *dir_args], cwd=REPO, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL).returncode == 0
+            if was_running:  # use it as it is, whatever its size
+                count = len(node_ids_of(attach_local(broker_dir)))
+                say(f"a local cluster of {count} broker{'s' if count > 1 else ''} is already "
+                    f"running from {broker_dir}: using it")
+            else:
+                count = broker_count(args.brokers)
+            up = [sys.executable, "-m", "localkafka", "up", "--sasl", "--brokers", str(count)]
             done = subprocess.run(up + dir_args, stdout=subprocess.PIPE, text=True, cwd=REPO)
             if done.returncode != 0 or not done.stdout.strip():
                 raise SystemExit(f"run_dashboard: could not start the local broker "
                                  f"({' '.join(up[1:])} exited {done.returncode}; see above)")
-            lines = done.stdout.strip().splitlines()
-            bootstrap = lines[-1]
-            metrics = next((line.split(" ", 1)[1] for line in lines
-                            if line.startswith("metrics ")), None)
+            bootstrap, metrics = read_up(done.stdout)
             if not was_running:
                 started_broker = [sys.executable, "-m", "localkafka", "down", *dir_args]
-            say(f"local broker on {bootstrap} " + (
-                "(Ctrl-C stops it)" if not was_running else
-                "(already running: left running on exit; stop it with make kafka-down)"))
-            broker_dir = args.broker_dir or REPO / ".cache" / "local-broker"
+            local = attach_local(broker_dir)
+            node_ids = node_ids_of(local)
+            say(f"local {'cluster' if len(node_ids) > 1 else 'broker'} on {bootstrap} "
+                f"(node id{'s' if len(node_ids) > 1 else ''} "
+                f"{', '.join(map(str, node_ids))}) " + (
+                    "(Ctrl-C stops it)" if not was_running else
+                    "(already running: left running on exit; stop it with make kafka-down)"))
             admin_config = broker_dir / "admin.properties"
             # The admin's SCRAM password goes into a 0600 file, never onto a command line.
-            subprocess.run([sys.executable, "-m", "localkafka", "client-config",
-                            str(admin_config), *dir_args], cwd=REPO, check=True,
-                           stdout=subprocess.DEVNULL)
+            local.write_command_config(admin_config)
             env["QUOTA_BOOTSTRAP_SERVERS"] = bootstrap
             env["QUOTA_COMMAND_CONFIG"] = str(admin_config)
             env.setdefault("QUOTA_CONNECTION_LABEL", LOCAL_LABEL)
             if metrics:
-                env.setdefault("QUOTA_METRICS", f"local={metrics}")
-                say(f"live throttling from {metrics}")
+                env.setdefault("QUOTA_METRICS", metrics_setting(metrics))
+                say(f"live throttling from {', '.join(metrics)}")
             with open_backend(bootstrap_servers=bootstrap,
                               command_config=str(admin_config)) as backend:
                 if not args.no_seed:
                     seed_if_empty(backend, f"the local broker {bootstrap}")
+                quotas = backend.describe()
             if not args.no_load:
                 # It also asks the kernel to stop it should this process die (PR_SET_PDEATHSIG).
                 children.append(subprocess.Popen(
                     [sys.executable, str(REPO / "scripts" / "demo_load.py"),
                      *(["--broker-dir", str(args.broker_dir)] if args.broker_dir else [])],
                     cwd=REPO))
-                say("demo load started: alice and bob over their quotas, others under")
+                say("demo load started: " + load_story(node_ids))
     except QuotaError as exc:
         raise SystemExit(f"run_dashboard: {exc}") from exc
 
     if demo and "QUOTA_HISTORY_DIR" not in env:
-        children += demo_history(env)
+        children += demo_history(env, node_ids, quotas)
     if demo and demo_local_mode(env, secrets_path):
         env["QUOTA_LOCAL_MODE"] = "1"
         say("local mode: editors type their name, which is not verified (a demo, not security)")
