@@ -26,7 +26,12 @@ Why not ``init_transactions`` fencing alone: fencing *pre-empts* the previous ho
 ``transactional.id``; it does not make the next one wait, so two writers would both go ahead.
 Why not a compacted topic replayed from the start: compaction and retention drop the records
 that decided who held it, and a replay could then disagree with what the holder saw.
-The ACLs a writer needs: see the README ("The write lease").
+The topic is made by the first writer with min(3, brokers) replicas and
+``min.insync.replicas`` 2 of 3 (:func:`lease_replication`, :func:`lease_min_isr`), so the lease
+outlives one broker: a ticket counts once two brokers hold it, and the partition's leadership
+moves on when its leader dies. It is looked up with DescribeTopics, never a metadata request
+naming it, which a cluster with ``auto.create.topics.enable`` would answer by creating it with
+its own defaults. The ACLs a writer needs: see the README ("The write lease").
 """
 from __future__ import annotations
 
@@ -42,7 +47,8 @@ from typing import Iterator, Mapping
 from .base import WriteLease
 from ..errors import ConnectionFailed, LeaseUnavailable
 
-__all__ = ["LEASE_TOPIC", "HOLD_S", "kafka_write_lease", "lease_holder", "break_lease"]
+__all__ = ["LEASE_TOPIC", "HOLD_S", "kafka_write_lease", "lease_holder", "break_lease",
+           "lease_replication", "lease_min_isr"]
 
 LEASE_TOPIC = "__quota_console_lease"
 #: How long a holder may keep the lease once it has it (``QUOTA_LEASE_SECONDS`` overrides).
@@ -96,24 +102,52 @@ def _refusal(exc: BaseException, principal: str | None) -> LeaseUnavailable | No
         f"Grant it with kafka-acls.sh --add --allow-principal {who} {flags}", acl=what.strip())
 
 
+def lease_replication(brokers: int) -> int:
+    """The lease topic's replication factor: min(3, brokers), so the lease outlives a broker."""
+    return max(1, min(3, brokers))
+
+
+def lease_min_isr(replicas: int) -> int:
+    """Its ``min.insync.replicas``: 2 of 3, so a ticket is on two brokers before it counts and
+    one broker may die; 1 with fewer replicas (2 of 2 would stop the lease when one dies)."""
+    return 2 if replicas >= 3 else 1
+
+
 def _ensure_topic(admin, wait_s: float) -> None:
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaError, KafkaException, TopicCollection
     from confluent_kafka.admin import NewTopic
 
     deadline = time.monotonic() + wait_s
 
     def led() -> bool | None:
-        """True: the partition has a leader; False: not yet; None: no such topic."""
-        meta = admin.list_topics(topic=LEASE_TOPIC, timeout=max(0.5, deadline - time.monotonic()))
-        topic = meta.topics.get(LEASE_TOPIC)
-        if topic is None or topic.error is not None or not topic.partitions:
-            return None
-        return all(p.leader >= 0 for p in topic.partitions.values())
+        """True: the partition has a leader; False: not yet; None: no such topic.
+
+        DescribeTopics, not a metadata request naming the topic: on a cluster with
+        ``auto.create.topics.enable`` that request creates the topic with the broker's
+        defaults (one replica, perhaps), before ours could be made with its own settings."""
+        left = max(0.5, deadline - time.monotonic())
+        try:
+            topic = admin.describe_topics(TopicCollection([LEASE_TOPIC]), request_timeout=left
+                                          )[LEASE_TOPIC].result(left)
+        except KafkaException as exc:
+            err = _kafka_error(exc)
+            if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return None
+            if err is not None and err.code() in (KafkaError._TIMED_OUT,
+                                                  KafkaError.LEADER_NOT_AVAILABLE):
+                return False
+            raise
+        if not topic.partitions:
+            return False
+        return all(p.leader is not None and p.leader.id >= 0 for p in topic.partitions)
 
     state = led()
     if state is None:
-        new = NewTopic(LEASE_TOPIC, num_partitions=1, config={
-            "cleanup.policy": "delete", "retention.ms": str(_TICKETS_KEPT_MS)})
+        brokers = len(admin.list_topics(timeout=max(0.5, deadline - time.monotonic())).brokers)
+        replicas = lease_replication(brokers)
+        new = NewTopic(LEASE_TOPIC, num_partitions=1, replication_factor=replicas, config={
+            "cleanup.policy": "delete", "retention.ms": str(_TICKETS_KEPT_MS),
+            "min.insync.replicas": str(lease_min_isr(replicas))})
         try:
             admin.create_topics([new], operation_timeout=wait_s)[LEASE_TOPIC].result(wait_s)
         except KafkaException as exc:
