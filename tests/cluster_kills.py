@@ -79,8 +79,12 @@ def _cli_alter(bootstrap: str, user: str, value: float, timeout_s: float, audit_
 
 def kill_round(cluster, tag: str, victim: str = "sent-to", entities: int = 50,
                delay: float = 0.0, timeout_s: float = 20, with_cli: bool = True,
-               audit_dir=None) -> dict:
-    """One kill while an alter is in flight; returns the row of figures (see the module)."""
+               audit_dir=None, send_to: int | None = None, cli_timeout_s: float = 30) -> dict:
+    """One kill while an alter is in flight; returns the row of figures (see the module).
+    ``send_to``: the node the alter request goes to (else the backend's choice).
+    ``cli_timeout_s``: the CLI alter's ``--timeout``; its write lease waits for Kafka to move
+    the lease partition and the transaction coordinator off a dead broker, which happens once
+    the broker's session expires (``broker.session.timeout.ms``, 9 s): ~13 s measured."""
     assert victim in VICTIMS, victim
     value = float(1000 + zlib.crc32(tag.encode()) % 100_000)
     alterations = [Alteration(Entity.of(user=f"{tag}-{i:05d}"), (Op.set(PBR, value),))
@@ -90,6 +94,8 @@ def kill_round(cluster, tag: str, victim: str = "sent-to", entities: int = 50,
     controller = active_controller(backend)
     if victim == "controller" and controller is not None:  # the request goes to another node,
         backend._node_id = next(n for n in cluster.node_ids if n != controller)  # forwarded
+    if send_to is not None:
+        backend._node_id = send_to
     killed: dict = {}
     done = threading.Event()
 
@@ -160,7 +166,7 @@ def kill_round(cluster, tag: str, victim: str = "sent-to", entities: int = 50,
             carried.append(f"new backend failed: {exc}")
         if with_cli:  # a whole guarded write: the lease (its topic may have lost its leader)
             t0 = time.monotonic()
-            code, err = _cli_alter(",".join([dead] + rest), f"{tag}-cli", value, timeout_s,
+            code, err = _cli_alter(",".join([dead] + rest), f"{tag}-cli", value, cli_timeout_s,
                                    audit_dir)
             report["cli seconds"] = round(time.monotonic() - t0, 1)
             carried.append("cli alter" if code == 0 else f"cli alter failed ({code}): {err}")

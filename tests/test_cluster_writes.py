@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import io
 import json
+import time
 
 import pytest
 
 from quota_core import Alteration, Entity, Op
 from quota_core.backends.kafka import KafkaBackend
+from quota_core.backends.kafka_lease import LEASE_TOPIC
 from quota_core.changes.audit import AuditLog
 from quota_core.changes.workflow import apply_changes
 from quota_core.cli.main import main
-from quota_core.errors import OutcomeUnknown
+from quota_core.errors import OutcomeUnknown, QuotaError
 
 from .cluster_kills import kill_round
 
@@ -49,7 +51,7 @@ def test_an_alter_returns_only_once_every_broker_shows_it(kafka_cluster):
     with KafkaBackend(kafka_cluster.bootstrap, timeout_s=20) as b:
         entity = Entity.of(user="read-back-everywhere")
         try:
-            for i in range(15):
+            for i in range(10):
                 value = 1000.0 + i
                 assert b.alter([Alteration(entity, (Op.set(PBR, value),))]).ok
                 assert set(b.read_back) == {1, 2, 3}
@@ -65,7 +67,7 @@ def test_an_alter_returns_only_once_every_broker_shows_it(kafka_cluster):
 def test_the_cli_alter_then_describe_on_each_broker_is_never_stale(kafka_cluster, tmp_path):
     audit = str(tmp_path / "audit.jsonl")
     stale = []
-    for i in range(4):
+    for i in range(3):
         value = 2000 + i
         code, _, err = _cli("--bootstrap-server", kafka_cluster.bootstrap, "--alter",
                             "--user", "cli-everywhere", "--add", f"{PBR}={value}",
@@ -121,13 +123,54 @@ def test_a_broker_still_behind_at_the_timeout_is_named_and_the_outcome_is_unknow
         real.alter([Alteration(entity, (Op.remove(PBR),))])
 
 
+def _lease_topic(cluster):
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import ConfigResource
+
+    admin = cluster.admin()
+    topic = admin.describe_topics(TopicCollection([LEASE_TOPIC]))[LEASE_TOPIC].result(20)
+    config = admin.describe_configs([ConfigResource("topic", LEASE_TOPIC)])
+    value = next(iter(config.values())).result(20)["min.insync.replicas"].value
+    (p,) = topic.partitions
+    return p.leader.id, sorted(r.id for r in p.replicas), value
+
+
+def test_the_lease_topic_is_made_with_three_replicas_and_min_isr_2(kafka_cluster):
+    """Made by the first writer, with its own settings: on this cluster (as on many) a
+    metadata request naming a missing topic creates it, with the brokers' min ISR of 1."""
+    from confluent_kafka import KafkaException
+
+    try:
+        kafka_cluster.admin().delete_topics([LEASE_TOPIC])[LEASE_TOPIC].result(20)
+    except KafkaException:
+        pass  # not there yet
+    with KafkaBackend(kafka_cluster.bootstrap, timeout_s=20) as b:
+        deadline = time.monotonic() + 20
+        while True:  # a deletion takes a moment to reach every broker
+            try:
+                with b.write_lease("lease-check", 20):
+                    break
+            except QuotaError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    _, replicas, min_isr = _lease_topic(kafka_cluster)
+    assert (replicas, min_isr) == ([1, 2, 3], "2")
+
+
 def test_a_broker_killed_with_an_alter_in_flight_is_told_truthfully(kafka_cluster, tmp_path):
-    """One round: the broker the alter went to is SIGKILLed as it leaves; the console
-    carries on with the other brokers (the same backend, and a new one whose bootstrap list
-    starts at the dead broker), and what it reported agrees with what every broker holds
-    after the restart. ``scripts/faults.py --brokers 3`` runs many."""
+    """One round: the broker the alter went to is SIGKILLed as it leaves, and it is the
+    leader of the lease topic; the console carries on with the other brokers (the same
+    backend, a new one whose bootstrap list starts at the dead broker, and a whole CLI alter,
+    whose lease must move to another replica), and what it reported agrees with what every
+    broker holds after the restart. ``scripts/faults.py --brokers 3`` runs many."""
+    with KafkaBackend(kafka_cluster.bootstrap, timeout_s=20) as b, \
+            b.write_lease("make-the-topic", 20):
+        pass
+    leader, _, _ = _lease_topic(kafka_cluster)
     row = kill_round(kafka_cluster, "cluster-kill", "sent-to", entities=200, delay=0.0,
-                     timeout_s=15, audit_dir=tmp_path)
+                     timeout_s=15, audit_dir=tmp_path, send_to=leader)
+    assert row["victim"].startswith(f"sent-to (node {leader};")
     print("kill:", row)
     assert row["wrong"] == [], row
     assert row["reported"] in ("applied", "unknown")  # never "refused": nothing was refused

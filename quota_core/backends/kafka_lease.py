@@ -173,6 +173,34 @@ def _lso(admin, wait_s: float, committed: bool = True) -> int:
     return result[tp].result(wait_s).offset
 
 
+def _lso_until(conf: Mapping[str, object], admin, deadline: float) -> tuple[int, object]:
+    """The LSO, asked until ``deadline`` (then TimeoutError): a broker that died leaves
+    librdkafka's admin client asking the partition's old leader until its request times out,
+    so each try is short, and after a failed one a new client looks the leader up again
+    (Kafka moves the leadership once the dead broker's session expires, ~9 s). Returns the
+    offset and the admin client to use next."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            offset = _lso(admin, max(0.5, min(3.0, left)))
+            if offset >= 0:
+                return offset, admin
+        except (KafkaException, TimeoutError) as exc:
+            if isinstance(exc, KafkaException) and _refusal(exc, None) is not None:
+                raise
+            log_reason = exc
+        else:
+            log_reason = f"offset {offset}"  # the new leader does not know it yet
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"the lease partition's offsets were not available ({log_reason})")
+        _rdkafka_log.info("lease: list offsets failed (%s); asking again", log_reason)
+        time.sleep(0.2)
+        admin = AdminClient({**conf, "client.id": "quota-console-lease"}, logger=_rdkafka_log)
+
+
 def lease_holder(conf: Mapping[str, object], offset: int | None = None,
                  wait_s: float = 5.0) -> dict | None:
     """The ticket at ``offset`` (default: the LSO, i.e. the holder's), or None."""
@@ -241,7 +269,7 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
     tid = f"quota-console-lease-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({**conf, "client.id": "quota-console-lease"}, logger=_rdkafka_log)
     producer = None
-    started = False
+    started = holding = False
     try:
         _ensure_topic(admin, wait_s)
         producer = Producer({**conf, "client.id": "quota-console-lease",
@@ -266,7 +294,7 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
         ticket = sent["offset"]
         delay = 0.02
         while True:
-            lso = _lso(admin, max(0.5, deadline - time.monotonic()))
+            lso, admin = _lso_until(conf, admin, deadline)
             if lso == ticket:
                 break
             if lso > ticket:
@@ -283,17 +311,31 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
                     f"{txn_s + 10:g} s).", holder=who)
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
+        holding = True
         yield WriteLease(holder, t0 + txn_s - 1.0)
     except KafkaException as exc:
+        if holding:
+            raise  # from the body, not from taking the lease
         refusal = _refusal(exc, principal)
         if refusal is not None:
             raise refusal from None
         raise ConnectionFailed(f"Cannot take the cluster's write lease ({LEASE_TOPIC}): "
                                f"{exc}. Nothing was written.") from None
+    except TimeoutError as exc:  # a librdkafka future that did not complete in time
+        if holding:
+            raise
+        raise ConnectionFailed(
+            f"Cannot take the cluster's write lease ({LEASE_TOPIC}): the cluster did not answer "
+            f"within {wait_s:g} s ({exc or 'timed out'}). Nothing was written. When a broker has "
+            f"just died, Kafka moves its partitions after its session expires: try again, or "
+            f"give a longer --timeout.") from None
     finally:
         if producer is not None:
             if started:
                 with contextlib.suppress(Exception):
-                    producer.abort_transaction(max(1.0, min(5.0, wait_s)))
+                    # up to 15 s: when the coordinator's broker died, Kafka moves it once
+                    # that broker's session expires (~9 s); else the lease stays taken until
+                    # the transaction times out
+                    producer.abort_transaction(max(1.0, min(15.0, wait_s)))
             with contextlib.suppress(Exception):
                 producer.flush(0)
