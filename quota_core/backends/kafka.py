@@ -1,8 +1,11 @@
 """The Kafka backend: client quotas on a real cluster, over kafka-python's connection manager.
 
 DescribeClientQuotas (API key 48) and AlterClientQuotas (49) are sent with kafka-python's
-generated protocol classes to one broker (the least loaded one, then kept: see
-:meth:`KafkaBackend._send`); in KRaft the broker forwards alters to the controller. Entity
+generated protocol classes to one broker (the least loaded one, then kept, and another one
+of the cluster when it dies: see :meth:`KafkaBackend._send`); in KRaft the broker forwards
+alters to the controller. Each broker answers describe from its own metadata image, which
+lags the controller by a moment, so an alter reads its change back from every broker of the
+cluster before it returns (:meth:`KafkaBackend._await_brokers`). Entity
 names are sent and read raw (a null name is the default entity), so names with ``=``, ``,``,
 ``%``, spaces or a literal ``<default>`` survive both ways.
 
@@ -501,9 +504,10 @@ class KafkaBackend(QuotaBackend):
 
     async def _send(self, make_request: Callable[[], object], deadline: float, action: str,
                     resend: bool = True, wait_refused: bool = False, only: int | None = None):
-        """Send to one broker and keep using it: a describe right after an alter then asks
-        the broker whose metadata the alter waited for. Retries on connection errors until
-        the deadline; a request that may have reached the broker is only sent again when
+        """Send to one broker and keep using it (``only``: to that broker, and no other);
+        when it fails, the next try goes to another broker of the cluster, which
+        kafka-python knows from the metadata even when the bootstrap list named one. Retries
+        on connection errors until the deadline; a request that may have reached the broker is only sent again when
         ``resend`` (describes, metadata, validate-only alters)."""
         started = time.monotonic()
         state: dict[str, BaseException | None] = {"last": None}
