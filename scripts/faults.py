@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/faults.py              # the full run (make faults)
     .venv/bin/python scripts/faults.py --rounds 6   # a short one
+    .venv/bin/python scripts/faults.py --brokers 3 --only cluster --rounds 45   # 9 node kills
 
 1. ``--rounds`` kills (SIGKILL) of an ``apply`` subprocess at a random moment of a large plan,
    on the sandbox and on the broker: every entity the store holds changed must have its audit

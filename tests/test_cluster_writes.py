@@ -138,6 +138,13 @@ def test_a_broker_still_behind_at_the_timeout_is_named_and_the_outcome_is_unknow
                                "still shows other values for 1 entity after 2 s "
                                "({user=behind-on-3}).")
     assert exc.unknown == (entity,) and exc.context["lagging"] == {3: [entity]}
+    from quota_core.cli.main import _report_unknown  # what the CLI prints, then exit 3
+
+    err = io.StringIO()
+    _report_unknown(exc, err)
+    assert err.getvalue().splitlines()[0] == ("kafka-client-quotas: {user=behind-on-3}: outcome "
+                                              "unknown (accepted by the cluster, not yet shown "
+                                              "by broker 3)")
     assert [(r.entity, r.outcome) for r in audit.read()] == [({"user": "behind-on-3"},
                                                               "unknown")]
     with KafkaBackend(kafka_cluster.bootstrap, timeout_s=10) as real:  # it was applied
@@ -201,3 +208,25 @@ def test_a_broker_killed_with_an_alter_in_flight_is_told_truthfully(kafka_cluste
     assert row["carried on"] == ["same backend", "backend bootstrapped there", "new backend",
                                  "cli alter"]
     assert kafka_cluster.answers()
+
+
+@pytest.mark.parametrize("code, name, doubtful", [
+    (7, "REQUEST_TIMED_OUT", True),      # the forwarding broker gave up on the controller
+    (41, "NOT_CONTROLLER", True),        # the controller moved while the alter was on its way
+    (13, "NETWORK_EXCEPTION", True),
+    (-1, "UNKNOWN", True),               # UNKNOWN_SERVER_ERROR
+    (42, "INVALID_REQUEST", False),      # validation: the entity was refused, nothing written
+    (40, "INVALID_CONFIG", False),
+    (44, "POLICY_VIOLATION", False),     # over 10,000 keys in one request
+    (89, "THROTTLING_QUOTA_EXCEEDED", False),
+])
+def test_which_per_entity_errors_leave_the_outcome_open(code, name, doubtful):
+    """A per-entity error that says nothing about the change is settled by describe (applied
+    or unknown), never reported as "refused": on a cluster the broker that forwards the alter
+    can lose the controller after it committed the change."""
+    from kafka.errors import for_code
+
+    from quota_core.backends.kafka import _doubtful
+
+    assert for_code(code).message == name
+    assert _doubtful(code) is doubtful

@@ -507,8 +507,8 @@ class KafkaBackend(QuotaBackend):
         """Send to one broker and keep using it (``only``: to that broker, and no other);
         when it fails, the next try goes to another broker of the cluster, which
         kafka-python knows from the metadata even when the bootstrap list named one. Retries
-        on connection errors until the deadline; a request that may have reached the broker is only sent again when
-        ``resend`` (describes, metadata, validate-only alters)."""
+        on connection errors until the deadline; a request that may have reached the broker
+        is only sent again when ``resend`` (describes, metadata, validate-only alters)."""
         started = time.monotonic()
         state: dict[str, BaseException | None] = {"last": None}
         ticker = self._start_progress(started, deadline, lambda: (
