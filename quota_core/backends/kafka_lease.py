@@ -113,52 +113,83 @@ def lease_min_isr(replicas: int) -> int:
     return 2 if replicas >= 3 else 1
 
 
-def _ensure_topic(admin, wait_s: float) -> None:
+def _new_admin(conf: Mapping[str, object]):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({**conf, "client.id": "quota-console-lease"}, logger=_rdkafka_log)
+
+
+def _ensure_topic(conf: Mapping[str, object], admin, wait_s: float):
+    """Make the lease topic unless it exists, and wait (within ``wait_s``) until its partition
+    has a leader. Every request is a short try: after a failed one a new admin client looks
+    the cluster up again (librdkafka's keeps asking a broker that died until its request
+    times out). Returns the admin client to use next."""
     from confluent_kafka import KafkaError, KafkaException, TopicCollection
     from confluent_kafka.admin import NewTopic
 
     deadline = time.monotonic() + wait_s
+    box = {"admin": admin}
+
+    def short() -> float:
+        return max(0.5, min(3.0, deadline - time.monotonic()))
 
     def led() -> bool | None:
-        """True: the partition has a leader; False: not yet; None: no such topic.
+        """True: the partition has a leader; False: not yet (or no answer); None: no such
+        topic.
 
         DescribeTopics, not a metadata request naming the topic: on a cluster with
         ``auto.create.topics.enable`` that request creates the topic with the broker's
         defaults (one replica, perhaps), before ours could be made with its own settings."""
-        left = max(0.5, deadline - time.monotonic())
+        left = short()
         try:
-            topic = admin.describe_topics(TopicCollection([LEASE_TOPIC]), request_timeout=left
-                                          )[LEASE_TOPIC].result(left)
+            topic = box["admin"].describe_topics(TopicCollection([LEASE_TOPIC]),
+                                                 request_timeout=left)[LEASE_TOPIC].result(left)
         except KafkaException as exc:
             err = _kafka_error(exc)
             if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 return None
-            if err is not None and err.code() in (KafkaError._TIMED_OUT,
-                                                  KafkaError.LEADER_NOT_AVAILABLE):
-                return False
-            raise
+            if err is None or _refusal(exc, None) is not None or not (
+                    err.retriable() or err.code() in (KafkaError._TIMED_OUT,
+                                                      KafkaError._TRANSPORT)):
+                raise
+            box["admin"] = _new_admin(conf)
+            return False
+        except TimeoutError:
+            box["admin"] = _new_admin(conf)
+            return False
         if not topic.partitions:
             return False
         return all(p.leader is not None and p.leader.id >= 0 for p in topic.partitions)
 
-    state = led()
-    if state is None:
-        brokers = len(admin.list_topics(timeout=max(0.5, deadline - time.monotonic())).brokers)
-        replicas = lease_replication(brokers)
-        new = NewTopic(LEASE_TOPIC, num_partitions=1, replication_factor=replicas, config={
-            "cleanup.policy": "delete", "retention.ms": str(_TICKETS_KEPT_MS),
-            "min.insync.replicas": str(lease_min_isr(replicas))})
-        try:
-            admin.create_topics([new], operation_timeout=wait_s)[LEASE_TOPIC].result(wait_s)
-        except KafkaException as exc:
-            err = _kafka_error(exc)
-            if err is None or err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
-    # A topic just created has no leader for a moment; list_offsets then fails with "No
-    # leaders found" (the first writer on a fresh cluster). Wait for one, within wait_s.
-    while not state and time.monotonic() < deadline:
-        time.sleep(0.1)
+    created = False
+    while True:
         state = led()
+        if state:
+            return box["admin"]
+        if state is None and not created:
+            try:
+                brokers = len(box["admin"].list_topics(timeout=short()).brokers)
+            except KafkaException:
+                box["admin"] = _new_admin(conf)
+                continue
+            replicas = lease_replication(brokers)
+            new = NewTopic(LEASE_TOPIC, num_partitions=1, replication_factor=replicas, config={
+                "cleanup.policy": "delete", "retention.ms": str(_TICKETS_KEPT_MS),
+                "min.insync.replicas": str(lease_min_isr(replicas))})
+            try:
+                box["admin"].create_topics([new], operation_timeout=wait_s)[LEASE_TOPIC].result(
+                    max(0.5, deadline - time.monotonic()))
+            except KafkaException as exc:
+                err = _kafka_error(exc)
+                if err is None or err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+            created = True
+            continue
+        # A topic just created has no leader for a moment; list_offsets then fails with "No
+        # leaders found" (the first writer on a fresh cluster). Wait for one, within wait_s.
+        if time.monotonic() >= deadline:
+            return box["admin"]
+        time.sleep(0.1)
 
 
 def _lso(admin, wait_s: float, committed: bool = True) -> int:
@@ -180,7 +211,6 @@ def _lso_until(conf: Mapping[str, object], admin, deadline: float) -> tuple[int,
     (Kafka moves the leadership once the dead broker's session expires, ~9 s). Returns the
     offset and the admin client to use next."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
 
     while True:
         left = deadline - time.monotonic()
@@ -198,7 +228,7 @@ def _lso_until(conf: Mapping[str, object], admin, deadline: float) -> tuple[int,
             raise TimeoutError(f"the lease partition's offsets were not available ({log_reason})")
         _rdkafka_log.info("lease: list offsets failed (%s); asking again", log_reason)
         time.sleep(0.2)
-        admin = AdminClient({**conf, "client.id": "quota-console-lease"}, logger=_rdkafka_log)
+        admin = _new_admin(conf)
 
 
 def lease_holder(conf: Mapping[str, object], offset: int | None = None,
@@ -271,7 +301,7 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
     producer = None
     started = holding = False
     try:
-        _ensure_topic(admin, wait_s)
+        admin = _ensure_topic(conf, admin, wait_s)
         producer = Producer({**conf, "client.id": "quota-console-lease",
                              "transactional.id": tid, "linger.ms": 0,
                              "transaction.timeout.ms": int(txn_s * 1000)},
