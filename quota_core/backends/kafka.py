@@ -1,8 +1,11 @@
 """The Kafka backend: client quotas on a real cluster, over kafka-python's connection manager.
 
 DescribeClientQuotas (API key 48) and AlterClientQuotas (49) are sent with kafka-python's
-generated protocol classes to one broker (the least loaded one, then kept: see
-:meth:`KafkaBackend._send`); in KRaft the broker forwards alters to the controller. Entity
+generated protocol classes to one broker (the least loaded one, then kept, and another one
+of the cluster when it dies: see :meth:`KafkaBackend._send`); in KRaft the broker forwards
+alters to the controller. Each broker answers describe from its own metadata image, which
+lags the controller by a moment, so an alter reads its change back from every broker of the
+cluster before it returns (:meth:`KafkaBackend._await_brokers`). Entity
 names are sent and read raw (a null name is the default entity), so names with ``=``, ``,``,
 ``%``, spaces or a literal ``<default>`` survive both ways.
 
@@ -55,6 +58,7 @@ __all__ = ["KafkaBackend", "check_quota_apis"]
 log = logging.getLogger(__name__)
 
 _CLUSTER_AUTHORIZATION_FAILED = 31
+_THROTTLING_QUOTA_EXCEEDED = 89
 _FILTER_ERRORS = {42, 35}  # INVALID_REQUEST, UNSUPPORTED_VERSION ("Unsupported entity type")
 #: Fail fast when every address refuses: this many refusals each, over at least this long.
 _REFUSALS = 3
@@ -167,6 +171,17 @@ def _entity_key(pairs) -> frozenset:
     return frozenset((p.entity_type, p.entity_name) for p in pairs)
 
 
+def _doubtful(error_code: int) -> bool:
+    """Whether a per-entity alter error leaves open whether the change was applied: a
+    retriable error (REQUEST_TIMED_OUT, NOT_CONTROLLER, NETWORK_EXCEPTION: the broker that
+    forwards alters to the controller lost it, or gave up waiting for it, while the controller
+    may have committed the change) or UNKNOWN_SERVER_ERROR. A validation error
+    (INVALID_REQUEST, POLICY_VIOLATION, ...) is a refusal: nothing of that entity was written."""
+    if error_code == _THROTTLING_QUOTA_EXCEEDED:  # refused before anything was written
+        return False
+    return error_code == -1 or bool(getattr(Errors.for_code(error_code), "retriable", False))
+
+
 def _visible(ops: Sequence[Op], current: Mapping[str, float]) -> bool:
     """Whether a describe shows the effect of ``ops`` (the last op per key wins)."""
     final = {op.key: op.value for op in ops}
@@ -199,6 +214,8 @@ class KafkaBackend(QuotaBackend):
     #: Fault injection for tests: called (in the IO thread) right after an alter request is
     #: handed to the connection, e.g. to kill the broker before it answers.
     _after_alter_sent: Callable[[], None] | None = None
+    #: The broker the last alter request was sent to (node id), for messages and tests.
+    alter_node: int | None = None
 
     def __init__(self, bootstrap_servers: str | None,
                  client_properties: Mapping[str, str] | None = None,
@@ -216,6 +233,8 @@ class KafkaBackend(QuotaBackend):
         #: Called (from the IO thread) with a line of text while a wait lasts over 2 s.
         self._progress = progress
         self._node_id = None
+        #: After an alter: per broker (node id) what the read-back found there.
+        self.read_back: dict[int | None, str] = {}
         self._closed = False
         self._started = False
         self._secrets = self.config.secrets
@@ -463,13 +482,16 @@ class KafkaBackend(QuotaBackend):
 
     # -- requests -------------------------------------------------------------------------
     def _call(self, make_request: Callable[[], object], action: str, *, resend: bool = True,
-              deadline: float | None = None, wait_refused: bool = False):
+              deadline: float | None = None, wait_refused: bool = False,
+              node: int | None = None):
         """Send one request and return the answer, within ``timeout_s`` (or ``deadline``).
 
         ``resend=False`` (alters): once the request may have reached the broker, a lost
         connection raises :class:`_LostAfterSend` instead of sending it again.
         ``wait_refused``: keep retrying refused connections until the deadline (a broker
-        restarting), instead of failing after a second."""
+        restarting), instead of failing after a second. ``node``: send to that broker only
+        (a read-back asks each broker in turn); else to the broker in use, or another one of
+        the cluster when that one is gone."""
         if self._closed:
             raise ConnectionFailed(f"This connection to {self.bootstrap_servers} is closed: "
                                    f"open a new KafkaBackend.")
@@ -477,7 +499,7 @@ class KafkaBackend(QuotaBackend):
             deadline = time.monotonic() + self.timeout_s
         try:
             return self._net.run(self._send, make_request, deadline, action, resend,
-                                 wait_refused)
+                                 wait_refused, node)
         except (QuotaError, _LostAfterSend):
             raise
         except Errors.KafkaError as exc:  # e.g. the IO loop stopped underneath us
@@ -485,11 +507,12 @@ class KafkaBackend(QuotaBackend):
                                    f"{self._reason(exc)}.") from exc
 
     async def _send(self, make_request: Callable[[], object], deadline: float, action: str,
-                    resend: bool = True, wait_refused: bool = False):
-        """Send to one broker and keep using it: a describe right after an alter then asks
-        the broker whose metadata the alter waited for. Retries on connection errors until
-        the deadline; a request that may have reached the broker is only sent again when
-        ``resend`` (describes, metadata, validate-only alters)."""
+                    resend: bool = True, wait_refused: bool = False, only: int | None = None):
+        """Send to one broker and keep using it (``only``: to that broker, and no other);
+        when it fails, the next try goes to another broker of the cluster, which
+        kafka-python knows from the metadata even when the bootstrap list named one. Retries
+        on connection errors until the deadline; a request that may have reached the broker
+        is only sent again when ``resend`` (describes, metadata, validate-only alters)."""
         started = time.monotonic()
         state: dict[str, BaseException | None] = {"last": None}
         ticker = self._start_progress(started, deadline, lambda: (
@@ -497,29 +520,31 @@ class KafkaBackend(QuotaBackend):
             + (f" ({self._reason(state['last'])})" if state["last"] is not None else "")))
         try:
             return await self._send_loop(make_request, deadline, action, resend, wait_refused,
-                                         started, state)
+                                         started, state, only)
         finally:
             self._stop_progress(ticker)
 
     async def _send_loop(self, make_request, deadline, action, resend, wait_refused, started,
-                         state):
+                         state, only=None):
         manager, refusals = self._manager, 0
+        where = self.bootstrap_servers if only is None else f"broker {only}"
         while True:
             last = state["last"]
             remaining_ms = (deadline - time.monotonic()) * 1000
             if remaining_ms <= 0:
                 raise ConnectionFailed(
-                    f"No answer from the Kafka cluster at {self.bootstrap_servers} within "
+                    f"No answer from the Kafka cluster at {where} within "
                     f"{deadline - started:.1f} s while {action}: {self._reason(last)}. Check "
                     f"that the brokers are running.", bootstrap=self.bootstrap_servers)
             if (not wait_refused and refusals >= _REFUSALS
                     and time.monotonic() - started >= _REFUSED_FOR_S):
                 raise ConnectionFailed(
-                    f"Lost the Kafka cluster at {self.bootstrap_servers} while {action}: "
+                    f"Lost the Kafka cluster at {where} while {action}: "
                     f"connection refused ({refusals} tries in "
                     f"{time.monotonic() - started:.1f} s). Check that the brokers are running.",
                     bootstrap=self.bootstrap_servers, reason="connection refused")
-            node = self._node_id if self._node_id is not None else manager.least_loaded_node()
+            node = only if only is not None else \
+                self._node_id if self._node_id is not None else manager.least_loaded_node()
             if node is None:
                 await self._net.sleep(min(0.05, remaining_ms / 1000))
                 continue
@@ -531,12 +556,14 @@ class KafkaBackend(QuotaBackend):
                     remaining_ms = max(1.0, (deadline - time.monotonic()) * 1000)
                 future = conn.send_request(make_request(), request_timeout_ms=min(
                     remaining_ms, self._request_timeout_ms))
-                if not resend and self._after_alter_sent is not None:
-                    self._after_alter_sent()
+                if not resend:
+                    self.alter_node = node
+                    if self._after_alter_sent is not None:
+                        self._after_alter_sent()
                 response = await manager.wait_for(future, remaining_ms)
             except Errors.NodeNotReadyError as exc:  # in reconnect backoff: nothing sent
                 state["last"] = last or exc
-                self._node_id = None
+                self._forget(node)
                 await self._net.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
             except Errors.IncompatibleBrokerVersion as exc:
                 check_quota_apis(manager.broker_version_data, self.bootstrap_servers)
@@ -548,16 +575,24 @@ class KafkaBackend(QuotaBackend):
                 size = oversized_frame(exc)
                 left = conn is not None and request_may_have_left(conn)
                 if not resend and (left or size is not None):
-                    self._node_id = None
+                    self._forget(node)
                     raise _LostAfterSend(exc, size) from exc
                 if size is not None:
                     raise self._too_large(size, action) from exc
-                state["last"], self._node_id = exc, None
+                state["last"] = exc
+                self._forget(node)
                 refusals = refusals + 1 if _refused(exc) else 0
                 await self._net.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
             else:
-                self._node_id = node
+                if only is None:
+                    self._node_id = node
                 return response
+
+    def _forget(self, node) -> None:
+        """Stop using ``node`` for requests without a target (it failed): the next one goes to
+        another broker of the cluster (kafka-python's least loaded node, from its metadata)."""
+        if self._node_id == node:
+            self._node_id = None
 
     def _too_large(self, size: int, action: str) -> RequestRejected:
         return RequestRejected(
@@ -580,7 +615,8 @@ class KafkaBackend(QuotaBackend):
         return self._describe(entity_filter)
 
     def _describe(self, entity_filter: EntityFilter | None = None, *,
-                  deadline: float | None = None, wait_refused: bool = False) -> QuotaSet:
+                  deadline: float | None = None, wait_refused: bool = False,
+                  node: int | None = None) -> QuotaSet:
         flt = entity_filter or EntityFilter.all()
         for c in flt.components:
             if c.match is not None and len(c.match.encode("utf-8", "surrogatepass")) > \
@@ -597,8 +633,9 @@ class KafkaBackend(QuotaBackend):
                                       match=c.match) for c in flt.components],
                 strict=flt.strict)
 
-        response = self._call(make, "describing quotas", deadline=deadline,
-                              wait_refused=wait_refused)
+        response = self._call(make, "describing quotas" if node is None else
+                              f"describing quotas on broker {node}", deadline=deadline,
+                              wait_refused=wait_refused, node=node)
         if response.error_code:
             error = Errors.for_code(response.error_code)
             message = response.error_message or error.description
@@ -628,10 +665,18 @@ class KafkaBackend(QuotaBackend):
 
         More than a broker accepts in one request (10,000 changed keys: see
         :mod:`quota_core.limits`) goes in several requests, in order; every alteration of an
-        entity stays in one request. When the connection is lost after a request was sent,
-        the alter is not sent again: describe (when the cluster answers, within ``timeout_s``)
-        tells which changes were applied. If all of them were, the alter returns normally;
-        otherwise :class:`OutcomeUnknown` says per entity what is known.
+        entity stays in one request. When the connection is lost after a request was sent, or
+        the broker answers an entity with an error that says nothing about the change itself
+        (the controller moved or timed out: :func:`_doubtful`), the alter is not sent again:
+        describe (when the cluster answers, within ``timeout_s``) tells which changes were
+        applied. If all of them were, the alter returns normally; otherwise
+        :class:`OutcomeUnknown` says per entity what is known.
+
+        An applied change is then read back from every broker of the cluster until each shows
+        it (:meth:`_await_brokers`, within ``timeout_s``): each broker answers describe, and
+        enforces, from its own copy of the metadata, so a describe right after this returns
+        sees the change wherever it is asked. A broker still showing other values when the
+        time is up is named in an :class:`OutcomeUnknown`.
         """
         # An entity given twice is sent as it is: the broker applies the first alteration and
         # answers once for the entity, with an error (the sandbox does the same).
@@ -646,10 +691,12 @@ class KafkaBackend(QuotaBackend):
                 action += f" (request {index + 1} of {len(batches)}, {len(batch):,} entities)"
                 log.info("%s", action)
             later = [a.entity for b in batches[index + 1:] for a in b]
+            doubtful: dict[Entity, EntityResult] = {}
             try:
-                results.update(self._alter_request(batch, validate_only, action))
+                answered = self._alter_request(batch, validate_only, action, doubtful)
             except _LostAfterSend as lost:
-                results.update(self._settle(batch, lost, results, later, action))
+                results.update(self._settle(batch, self._lost(lost, action), results, later))
+                continue
             except ConnectionFailed as exc:
                 if not results:
                     raise  # nothing was sent: a plain connection failure
@@ -660,13 +707,23 @@ class KafkaBackend(QuotaBackend):
                     f"the other {len(batch) + len(later):,} were not sent.",
                     outcome=AlterOutcome(tuple(sent.values()), validate_only),
                     not_sent=list(dict.fromkeys([a.entity for a in batch] + later))) from exc
+            results.update(answered)
+            if doubtful and not validate_only:
+                first = next(iter(doubtful.values()))
+                why = (f"the cluster answered {len(doubtful):,} of the entities with "
+                       f"{first.error_code} ({first.error}), which says nothing about whether "
+                       f"the change was applied (the controller moved or did not answer in time)")
+                results.update(self._settle([a for a in batch if a.entity in doubtful], why,
+                                            results, later))
         ordered = [results[e] for e in dict.fromkeys(a.entity for a in alterations)]
         if not validate_only:
-            first = {}
+            first_of: dict[Entity, Alteration] = {}
             for a in alterations:
-                first.setdefault(a.entity, a)
-            self._await_propagation([first[r.entity] for r in ordered if r.ok
-                                     and first[r.entity].ops])
+                first_of.setdefault(a.entity, a)
+            applied = [first_of[r.entity] for r in ordered if r.ok and first_of[r.entity].ops]
+            lagging = self._await_brokers(applied)
+            if lagging:
+                raise self._lagging(ordered, lagging)
         return AlterOutcome(tuple(ordered), validate_only)
 
     def alter_request(self, alterations: Sequence[Alteration],
@@ -684,7 +741,11 @@ class KafkaBackend(QuotaBackend):
         return AlterOutcome(tuple(results.values()), validate_only)
 
     def _alter_request(self, batch: Sequence[Alteration], validate_only: bool,
-                       action: str) -> dict[Entity, EntityResult]:
+                       action: str, doubtful: dict | None = None
+                       ) -> dict[Entity, EntityResult]:
+        """One AlterClientQuotas request; the broker's answer per entity. Entities answered
+        with an error that does not say the change was refused (:func:`_doubtful`) are also
+        put in ``doubtful`` (when given)."""
         entry_cls = AlterClientQuotasRequest.EntryData
 
         def make():
@@ -709,12 +770,16 @@ class KafkaBackend(QuotaBackend):
                 results[alteration.entity] = EntityResult(
                     alteration.entity, "The broker did not answer for this entity.",
                     "UNKNOWN_SERVER_ERROR")
+                if doubtful is not None:
+                    doubtful[alteration.entity] = results[alteration.entity]
             elif entry.error_code == _CLUSTER_AUTHORIZATION_FAILED:
                 raise self._not_authorized("ALTER_CONFIGS", "alter quotas", "AlterConfigs")
             elif entry.error_code:
                 error = Errors.for_code(entry.error_code)
                 results[alteration.entity] = EntityResult(
                     alteration.entity, entry.error_message or error.description, error.message)
+                if doubtful is not None and _doubtful(entry.error_code):
+                    doubtful[alteration.entity] = results[alteration.entity]
             else:
                 results[alteration.entity] = EntityResult(alteration.entity)
         refused = [r for r in results.values() if r.error_code == "POLICY_VIOLATION"]
@@ -728,16 +793,18 @@ class KafkaBackend(QuotaBackend):
             return (f"the cluster's answer while {action} was {lost.frame_size:,} bytes, more "
                     f"than this client reads ({RECEIVE_MAX_BYTES:,} bytes)")
         reason = self._reason(lost.cause).split(" (if its listener")[0]
-        return (f"the connection to the Kafka cluster at {self.bootstrap_servers} was lost "
-                f"while {action}, after the request was sent ({reason})")
+        node = f" (broker {self.alter_node})" if self.alter_node is not None else ""
+        return (f"the connection to the Kafka cluster at {self.bootstrap_servers}{node} was "
+                f"lost while {action}, after the request was sent ({reason})")
 
-    def _settle(self, batch: Sequence[Alteration], lost: _LostAfterSend,
-                earlier: Mapping[Entity, EntityResult], later: Sequence[Entity],
-                action: str) -> dict[Entity, EntityResult]:
-        """After a request was sent and its answer lost: describe (when the cluster answers,
-        for at most ``timeout_s``) until every change shows. Returns the batch's results when
-        all of them were applied; raises :class:`OutcomeUnknown` otherwise."""
-        why = self._lost(lost, action)
+    def _settle(self, batch: Sequence[Alteration], why: str,
+                earlier: Mapping[Entity, EntityResult], later: Sequence[Entity]
+                ) -> dict[Entity, EntityResult]:
+        """After a request was sent and its answer lost (or not telling: ``why``): describe
+        (when the cluster answers, for at most ``timeout_s``) until every change shows. A
+        broker shows only what the controller committed, so a change shown by any broker was
+        applied. Returns the batch's results when all of them were applied; raises
+        :class:`OutcomeUnknown` otherwise."""
         first: dict[Entity, Alteration] = {}
         repeated: set[Entity] = set()
         for a in batch:
@@ -776,7 +843,8 @@ class KafkaBackend(QuotaBackend):
                                f"entities.")
             return {e: EntityResult(e) for e in first}
         unknown = [a.entity for a in pending] + sorted(repeated, key=Entity.sort_key)
-        known = list(earlier.values()) + [EntityResult(e) for e in confirmed]
+        known = [r for e, r in earlier.items() if e not in first] + \
+            [EntityResult(e) for e in confirmed]
         shown = answered_at is not None
         state = (f"a describe shows {len(pending):,} of them unchanged so far: "
                  f"{_some(a.entity for a in pending)}" if shown and pending else
@@ -792,44 +860,127 @@ class KafkaBackend(QuotaBackend):
             not_visible=[a.entity for a in pending] if shown else [],
             not_sent=list(dict.fromkeys(later)))
 
-    def _current(self, alterations: Sequence[Alteration],
-                 deadline: float) -> dict[Entity, dict[str, float]]:
-        """The quotas of each altered entity now: one describe per entity for a few, one
-        describe of their shape (or of everything) for many. Waits for a restarting broker."""
+    def _current(self, alterations: Sequence[Alteration], deadline: float, *,
+                 node: int | None = None,
+                 wait_refused: bool = True) -> dict[Entity, dict[str, float]]:
+        """The quotas of each altered entity now (on ``node``, else on any broker): one
+        describe per entity for a few, one describe of their shape (or of everything) for
+        many. Waits for a restarting broker unless ``wait_refused`` is false."""
         if len(alterations) <= PER_ENTITY_READS:
             return {a.entity: self._describe(EntityFilter.for_entity(a.entity),
-                                             deadline=deadline, wait_refused=True)
+                                             deadline=deadline, wait_refused=wait_refused,
+                                             node=node)
                     .get(a.entity, {}) for a in alterations}
         everything = self._describe(_shape_filter(a.entity for a in alterations),
-                                    deadline=deadline, wait_refused=True)
+                                    deadline=deadline, wait_refused=wait_refused, node=node)
         return {a.entity: everything.get(a.entity, {}) for a in alterations}
 
-    def _await_propagation(self, applied: Sequence[Alteration]) -> None:
-        """Poll describe until it shows every applied change, for at most
-        :attr:`propagation_timeout_s`: brokers answer from their metadata image, which
-        lags the controller slightly, and a refresh must not show stale data."""
-        pending = list(applied)
-        deadline = time.monotonic() + self.propagation_timeout_s
+    # -- every broker of the cluster ----------------------------------------------------------
+    def brokers(self, deadline: float | None = None) -> list[tuple[int, str]]:
+        """The brokers of the cluster now, ``(node id, "host:port")`` in node-id order: the
+        brokers the metadata lists (registered and not fenced), as a broker answers Metadata
+        (in KRaft, the DescribeCluster list). kafka-python's view of the cluster is updated with
+        them, so a request can go to any of them."""
+        response = self._call(lambda: MetadataRequest(topics=[]), "listing the cluster's brokers",
+                              deadline=deadline)
+
+        async def update() -> None:  # on the IO thread, which owns the cluster metadata
+            self._manager.cluster.update_metadata(response)
+
+        self._net.run(update)
+        return sorted((b[0], f"{b[1]}:{b[2]}") for b in response.brokers)
+
+    def _await_brokers(self, applied: Sequence[Alteration]) -> dict[int, list[Entity]]:
+        """Read the applied changes back from every broker of the cluster until each shows
+        them, for at most ``timeout_s``: in KRaft each broker answers describe (and enforces
+        quotas) from its own metadata image, which follows the controller a little later on
+        some brokers than on others. Returns the brokers still showing other values when the
+        time is up, with those entities (empty: every broker that answered agrees).
+
+        The brokers are asked in turn, round after round. An entity is done when every broker
+        shows this change, or when they all agree on other values for longer than
+        :attr:`propagation_timeout_s` (another writer changed it since: the caller's read-back
+        calls that a conflict). A broker that does not answer (down, restarting) is not waited
+        for: it catches up from the metadata log before it answers requests again, so it
+        cannot show the old values later. It is named on the progress line, and every
+        broker's finding is kept in :attr:`read_back`."""
+        self.read_back = {}
+        if not applied:
+            return {}
+        started = time.monotonic()
+        deadline = started + self.timeout_s
+        try:
+            brokers = self.brokers(deadline)
+        except QuotaError as exc:  # cannot list them: read back from the broker in use
+            log.info("cannot list the brokers for the read-back: %s", exc)
+            brokers = [(None, self.bootstrap_servers)]
+        asking = dict(brokers)
+        pending = {a.entity: a for a in applied}
+        shown: dict[int | None, dict[Entity, dict]] = {}
         delay = 0.02
-        while pending:
-            try:
-                if len(pending) <= PER_ENTITY_READS:
-                    current = {a.entity: self.describe_entity(a.entity) for a in pending}
-                else:
-                    everything = self.describe(_shape_filter(a.entity for a in pending))
-                    current = {a.entity: everything.get(a.entity, {}) for a in pending}
-            except QuotaError as exc:  # cannot check (e.g. no DESCRIBE_CONFIGS): not an error
-                log.info("not waiting for quota changes to show: %s", exc)
-                return
-            pending = [a for a in pending if not _visible(a.ops, current[a.entity])]
-            if not pending:
-                return
-            if time.monotonic() + delay > deadline:
-                log.warning("after %.1f s, describe does not yet show the change for %s",
-                            self.propagation_timeout_s, _some(a.entity for a in pending))
-                return
+        while pending and asking:
+            for node, where in list(asking.items()):
+                # every broker gets one try, even when an earlier one used up the time
+                ask_until = max(deadline, time.monotonic() + min(2.0, self.timeout_s))
+                try:
+                    shown[node] = self._current(list(pending.values()), ask_until, node=node,
+                                                wait_refused=False)
+                except ConnectionFailed as exc:
+                    del asking[node]
+                    shown.pop(node, None)
+                    self.read_back[node] = f"did not answer ({exc})"
+                    log.warning("broker %s (%s) did not answer the read-back: %s", node, where,
+                                exc)
+                    if self._progress is not None:
+                        self._progress(
+                            f"broker {node} ({where}) did not answer the read-back, so it was not "
+                            f"checked: a broker catches up from the metadata log before it "
+                            f"answers again.")
+                except QuotaError as exc:  # e.g. no DESCRIBE_CONFIGS: not an error
+                    log.info("not waiting for quota changes to show: %s", exc)
+                    self.read_back[node] = f"not read ({exc})"
+                    return {}
+            overwritten = time.monotonic() - started > self.propagation_timeout_s
+            for entity, a in list(pending.items()):
+                views = [shown[n][entity] for n in asking]
+                if all(_visible(a.ops, v) for v in views) or (
+                        overwritten and all(v == views[0] for v in views)):
+                    del pending[entity]
+            if not pending or time.monotonic() + delay > deadline:
+                break
             time.sleep(delay)
             delay = min(delay * 2, 0.25)
+        lagging: dict[int, list[Entity]] = {}
+        for node in asking:
+            behind = [e for e, a in pending.items() if not _visible(a.ops, shown[node][e])]
+            if behind:
+                lagging[node] = behind
+                self.read_back[node] = f"still shows other values for {len(behind):,}"
+                log.warning("after %.1f s, broker %s (%s) does not yet show the change for %s",
+                            self.timeout_s, node, asking[node], _some(behind))
+            else:
+                self.read_back[node] = "shows the change"
+        return lagging
+
+    def _lagging(self, ordered: Sequence[EntityResult],
+                 lagging: Mapping[int, Sequence[Entity]]) -> OutcomeUnknown:
+        """The outcome when the cluster accepted a change but a broker still shows other
+        values after ``timeout_s``: that broker enforces what it shows, so whether the change
+        is in force there is not known."""
+        behind = {e for es in lagging.values() for e in es}
+        names = ", ".join(f"broker {n}" for n in sorted(lagging, key=str))
+        return OutcomeUnknown(
+            f"Outcome unknown: the cluster accepted the change, but {names} still "
+            f"show{'s' if len(lagging) == 1 else ''} other values for {len(behind):,} "
+            f"entit{'y' if len(behind) == 1 else 'ies'} after {self.timeout_s:g} s "
+            f"({_some(sorted(behind, key=Entity.sort_key))}). Each broker enforces the quotas "
+            f"it shows, so whether the change is in force there is not known yet. Describe "
+            f"again later; a broker that stays behind is not following the metadata log.",
+            outcome=AlterOutcome(tuple(r for r in ordered if r.entity not in behind), False),
+            unknown=[r.entity for r in ordered if r.entity in behind],
+            lagging={n: list(es) for n, es in lagging.items()},
+            unknown_label="outcome unknown (accepted by the cluster, not yet shown by "
+                          + names + ")")
 
     def write_lease(self, holder: str, wait_s: float):
         """The cluster's write lease (:mod:`quota_core.backends.kafka_lease`), with this backend's

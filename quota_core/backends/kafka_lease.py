@@ -26,7 +26,12 @@ Why not ``init_transactions`` fencing alone: fencing *pre-empts* the previous ho
 ``transactional.id``; it does not make the next one wait, so two writers would both go ahead.
 Why not a compacted topic replayed from the start: compaction and retention drop the records
 that decided who held it, and a replay could then disagree with what the holder saw.
-The ACLs a writer needs: see the README ("The write lease").
+The topic is made by the first writer with min(3, brokers) replicas and
+``min.insync.replicas`` 2 of 3 (:func:`lease_replication`, :func:`lease_min_isr`), so the lease
+outlives one broker: a ticket counts once two brokers hold it, and the partition's leadership
+moves on when its leader dies. It is looked up with DescribeTopics, never a metadata request
+naming it, which a cluster with ``auto.create.topics.enable`` would answer by creating it with
+its own defaults. The ACLs a writer needs: see the README ("The write lease").
 """
 from __future__ import annotations
 
@@ -42,7 +47,8 @@ from typing import Iterator, Mapping
 from .base import WriteLease
 from ..errors import ConnectionFailed, LeaseUnavailable
 
-__all__ = ["LEASE_TOPIC", "HOLD_S", "kafka_write_lease", "lease_holder", "break_lease"]
+__all__ = ["LEASE_TOPIC", "HOLD_S", "kafka_write_lease", "lease_holder", "break_lease",
+           "lease_replication", "lease_min_isr"]
 
 LEASE_TOPIC = "__quota_console_lease"
 #: How long a holder may keep the lease once it has it (``QUOTA_LEASE_SECONDS`` overrides).
@@ -96,35 +102,94 @@ def _refusal(exc: BaseException, principal: str | None) -> LeaseUnavailable | No
         f"Grant it with kafka-acls.sh --add --allow-principal {who} {flags}", acl=what.strip())
 
 
-def _ensure_topic(admin, wait_s: float) -> None:
-    from confluent_kafka import KafkaError, KafkaException
+def lease_replication(brokers: int) -> int:
+    """The lease topic's replication factor: min(3, brokers), so the lease outlives a broker."""
+    return max(1, min(3, brokers))
+
+
+def lease_min_isr(replicas: int) -> int:
+    """Its ``min.insync.replicas``: 2 of 3, so a ticket is on two brokers before it counts and
+    one broker may die; 1 with fewer replicas (2 of 2 would stop the lease when one dies)."""
+    return 2 if replicas >= 3 else 1
+
+
+def _new_admin(conf: Mapping[str, object]):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({**conf, "client.id": "quota-console-lease"}, logger=_rdkafka_log)
+
+
+def _ensure_topic(conf: Mapping[str, object], admin, wait_s: float):
+    """Make the lease topic unless it exists, and wait (within ``wait_s``) until its partition
+    has a leader. Every request is a short try: after a failed one a new admin client looks
+    the cluster up again (librdkafka's keeps asking a broker that died until its request
+    times out). Returns the admin client to use next."""
+    from confluent_kafka import KafkaError, KafkaException, TopicCollection
     from confluent_kafka.admin import NewTopic
 
     deadline = time.monotonic() + wait_s
+    box = {"admin": admin}
+
+    def short() -> float:
+        return max(0.5, min(3.0, deadline - time.monotonic()))
 
     def led() -> bool | None:
-        """True: the partition has a leader; False: not yet; None: no such topic."""
-        meta = admin.list_topics(topic=LEASE_TOPIC, timeout=max(0.5, deadline - time.monotonic()))
-        topic = meta.topics.get(LEASE_TOPIC)
-        if topic is None or topic.error is not None or not topic.partitions:
-            return None
-        return all(p.leader >= 0 for p in topic.partitions.values())
+        """True: the partition has a leader; False: not yet (or no answer); None: no such
+        topic.
 
-    state = led()
-    if state is None:
-        new = NewTopic(LEASE_TOPIC, num_partitions=1, config={
-            "cleanup.policy": "delete", "retention.ms": str(_TICKETS_KEPT_MS)})
+        DescribeTopics, not a metadata request naming the topic: on a cluster with
+        ``auto.create.topics.enable`` that request creates the topic with the broker's
+        defaults (one replica, perhaps), before ours could be made with its own settings."""
+        left = short()
         try:
-            admin.create_topics([new], operation_timeout=wait_s)[LEASE_TOPIC].result(wait_s)
+            topic = box["admin"].describe_topics(TopicCollection([LEASE_TOPIC]),
+                                                 request_timeout=left)[LEASE_TOPIC].result(left)
         except KafkaException as exc:
             err = _kafka_error(exc)
-            if err is None or err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return None
+            if err is None or _refusal(exc, None) is not None or not (
+                    err.retriable() or err.code() in (KafkaError._TIMED_OUT,
+                                                      KafkaError._TRANSPORT)):
                 raise
-    # A topic just created has no leader for a moment; list_offsets then fails with "No
-    # leaders found" (the first writer on a fresh cluster). Wait for one, within wait_s.
-    while not state and time.monotonic() < deadline:
-        time.sleep(0.1)
+            box["admin"] = _new_admin(conf)
+            return False
+        except TimeoutError:
+            box["admin"] = _new_admin(conf)
+            return False
+        if not topic.partitions:
+            return False
+        return all(p.leader is not None and p.leader.id >= 0 for p in topic.partitions)
+
+    created = False
+    while True:
         state = led()
+        if state:
+            return box["admin"]
+        if state is None and not created:
+            try:
+                brokers = len(box["admin"].list_topics(timeout=short()).brokers)
+            except KafkaException:
+                box["admin"] = _new_admin(conf)
+                continue
+            replicas = lease_replication(brokers)
+            new = NewTopic(LEASE_TOPIC, num_partitions=1, replication_factor=replicas, config={
+                "cleanup.policy": "delete", "retention.ms": str(_TICKETS_KEPT_MS),
+                "min.insync.replicas": str(lease_min_isr(replicas))})
+            try:
+                box["admin"].create_topics([new], operation_timeout=wait_s)[LEASE_TOPIC].result(
+                    max(0.5, deadline - time.monotonic()))
+            except KafkaException as exc:
+                err = _kafka_error(exc)
+                if err is None or err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+            created = True
+            continue
+        # A topic just created has no leader for a moment; list_offsets then fails with "No
+        # leaders found" (the first writer on a fresh cluster). Wait for one, within wait_s.
+        if time.monotonic() >= deadline:
+            return box["admin"]
+        time.sleep(0.1)
 
 
 def _lso(admin, wait_s: float, committed: bool = True) -> int:
@@ -137,6 +202,33 @@ def _lso(admin, wait_s: float, committed: bool = True) -> int:
     result = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level,
                                 request_timeout=wait_s)
     return result[tp].result(wait_s).offset
+
+
+def _lso_until(conf: Mapping[str, object], admin, deadline: float) -> tuple[int, object]:
+    """The LSO, asked until ``deadline`` (then TimeoutError): a broker that died leaves
+    librdkafka's admin client asking the partition's old leader until its request times out,
+    so each try is short, and after a failed one a new client looks the leader up again
+    (Kafka moves the leadership once the dead broker's session expires, ~9 s). Returns the
+    offset and the admin client to use next."""
+    from confluent_kafka import KafkaException
+
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            offset = _lso(admin, max(0.5, min(3.0, left)))
+            if offset >= 0:
+                return offset, admin
+        except (KafkaException, TimeoutError) as exc:
+            if isinstance(exc, KafkaException) and _refusal(exc, None) is not None:
+                raise
+            log_reason = exc
+        else:
+            log_reason = f"offset {offset}"  # the new leader does not know it yet
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"the lease partition's offsets were not available ({log_reason})")
+        _rdkafka_log.info("lease: list offsets failed (%s); asking again", log_reason)
+        time.sleep(0.2)
+        admin = _new_admin(conf)
 
 
 def lease_holder(conf: Mapping[str, object], offset: int | None = None,
@@ -207,9 +299,9 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
     tid = f"quota-console-lease-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({**conf, "client.id": "quota-console-lease"}, logger=_rdkafka_log)
     producer = None
-    started = False
+    started = holding = False
     try:
-        _ensure_topic(admin, wait_s)
+        admin = _ensure_topic(conf, admin, wait_s)
         producer = Producer({**conf, "client.id": "quota-console-lease",
                              "transactional.id": tid, "linger.ms": 0,
                              "transaction.timeout.ms": int(txn_s * 1000)},
@@ -232,7 +324,7 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
         ticket = sent["offset"]
         delay = 0.02
         while True:
-            lso = _lso(admin, max(0.5, deadline - time.monotonic()))
+            lso, admin = _lso_until(conf, admin, deadline)
             if lso == ticket:
                 break
             if lso > ticket:
@@ -249,17 +341,31 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
                     f"{txn_s + 10:g} s).", holder=who)
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
+        holding = True
         yield WriteLease(holder, t0 + txn_s - 1.0)
     except KafkaException as exc:
+        if holding:
+            raise  # from the body, not from taking the lease
         refusal = _refusal(exc, principal)
         if refusal is not None:
             raise refusal from None
         raise ConnectionFailed(f"Cannot take the cluster's write lease ({LEASE_TOPIC}): "
                                f"{exc}. Nothing was written.") from None
+    except TimeoutError as exc:  # a librdkafka future that did not complete in time
+        if holding:
+            raise
+        raise ConnectionFailed(
+            f"Cannot take the cluster's write lease ({LEASE_TOPIC}): the cluster did not answer "
+            f"within {wait_s:g} s ({exc or 'timed out'}). Nothing was written. When a broker has "
+            f"just died, Kafka moves its partitions after its session expires: try again, or "
+            f"give a longer --timeout.") from None
     finally:
         if producer is not None:
             if started:
                 with contextlib.suppress(Exception):
-                    producer.abort_transaction(max(1.0, min(5.0, wait_s)))
+                    # up to 15 s: when the coordinator's broker died, Kafka moves it once
+                    # that broker's session expires (~9 s); else the lease stays taken until
+                    # the transaction times out
+                    producer.abort_transaction(max(1.0, min(15.0, wait_s)))
             with contextlib.suppress(Exception):
                 producer.flush(0)

@@ -120,9 +120,10 @@ def read_back_set(backend: QuotaBackend, expected: Mapping[Entity, Mapping[str, 
     few, one of the whole set for many); ``(what was read, per entity whether it matched)``.
 
     It does not poll: a backend whose reads lag its writes waits for them in its own
-    ``alter`` (Kafka's, for at most its ``propagation_timeout_s``), so the read-back is
-    bounded by that wait and one describe, and a second loop never waits for the same
-    propagation. What differs now was changed by another writer: a conflict."""
+    ``alter`` (Kafka's: until every broker of the cluster shows the change, for at most its
+    ``timeout_s``, else OutcomeUnknown naming the broker behind), so the read-back is bounded
+    by that wait and one describe, whichever broker answers it, and a second loop never waits
+    for the same propagation. What differs now was changed by another writer: a conflict."""
     got = _read_entities(backend, list(expected))
     return got, {e: _same_quotas(got[e], q) for e, q in expected.items()}
 
@@ -172,12 +173,14 @@ def _outcomes_unknown(exc: BaseException, intents: Mapping[Entity, AuditRecord],
     results = {r.entity: r for r in (exc.outcome.results if isinstance(exc, OutcomeUnknown)
                                      and exc.outcome is not None else ())}
     not_sent = set(exc.not_sent) if isinstance(exc, OutcomeUnknown) else set()
+    lagging = isinstance(exc, OutcomeUnknown) and bool(exc.context.get("lagging"))
     rows = []
     for entity, intent in intents.items():
         r = results.get(entity)
         if r is not None and r.ok:
-            rows.append(outcome_record(intent, "applied", meant[entity],
-                                       note="the answer was lost; a describe showed the change"))
+            rows.append(outcome_record(intent, "applied", meant[entity], note=(
+                "every broker that answered shows the change" if lagging else
+                "the answer was lost; a describe showed the change")))
         elif r is not None:
             rows.append(outcome_record(intent, "refused", current[entity], note=str(r.error)))
         elif entity in not_sent:

@@ -365,7 +365,8 @@ def _report_unknown(exc: "OutcomeUnknown", err: TextIO, limit: int = 20) -> None
         ("refused", [r for r in known if not r.ok]),
         ("outcome unknown (sent, no answer; describe shows it unchanged so far)",
          [e for e in exc.unknown if e in unchanged]),
-        ("outcome unknown (sent, no answer)", [e for e in exc.unknown if e not in unchanged]),
+        (exc.context.get("unknown_label", "outcome unknown (sent, no answer)"),
+         [e for e in exc.unknown if e not in unchanged]),
         ("not sent (not applied)", list(exc.not_sent)),
     ]
     for what, items in groups:
