@@ -135,6 +135,10 @@ if (ss.get("ed_loaded_entity") != entity or ss.get("ed_reload")
         ss[f"ed_val_{k}"] = editable_text(k, loaded.get(k))
     for stale in ("ed_preview", "ed_confirm", "ed_conflict"):
         ss.pop(stale, None)
+fill = ss.pop("ed_prefill", None)  # a fix from the Health page (ui.health): its values, once
+if fill and fill[0] == entity_param:
+    for k in keys:
+        ss[f"ed_val_{k}"] = editable_text(k, fill[1].get(k))
 before: dict = ss["ed_before"]
 
 result = ss.get("ed_result")

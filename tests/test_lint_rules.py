@@ -9,7 +9,7 @@ import pytest
 
 from quota_core import Entity
 from quota_core.brokers import BrokerSettings, ClusterSettings
-from quota_core.keys import LONG_MAX
+from quota_core.lint.model import EXEMPT
 from quota_core.lint import (RULES, SEVERITIES, LintInput, LintOptions, parse_protected,
                              protected_from_config, run_lint, super_users)
 from quota_core.lint.usage import p99, sized
@@ -97,7 +97,7 @@ def test_protected_named_by_a_pair_entry_only_for_that_client_is_still_bound_els
     found, _ = lint(quotas, "protected-under-default",
                     protected=[parse_protected("admin", "--protected")])
     assert [f.entity for f in found] == [E(user=None)]
-    assert found[0].fix_quotas == {E(user="admin"): {"producer_byte_rate": float(LONG_MAX)}}
+    assert found[0].fix_quotas == {E(user="admin"): {"producer_byte_rate": EXEMPT}}
 
 
 def test_super_users_are_protected_and_the_exemption_keeps_the_entry_s_other_keys():

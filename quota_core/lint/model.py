@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..brokers import ClusterSettings
 from ..entities import CLIENT_ID, USER, Entity
-from ..keys import LONG_MAX
 from ..serialization import to_document
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["SEVERITIES", "Finding", "Protected", "LintInput", "LintOptions", "parse_protected",
            "protected_from_config", "super_users", "WELL_KNOWN", "severity_at_least",
-           "request_cap", "exempt_value"]
+           "request_cap", "exempt_value", "EXEMPT"]
 
 #: Severities, most severe first (CONTRACTS: error, warning, info).
 SEVERITIES: tuple[str, ...] = ("error", "warning", "info")
@@ -154,13 +153,16 @@ def request_cap(settings: ClusterSettings) -> tuple[float, str]:
     return float((io + net) * 100), f"num.io.threads {io} + num.network.threads {net}"
 
 
+#: A quota no client reaches (1 EB/s, 10^18 mutations/s), exact as a double and as JSON.
+EXEMPT = 1e18
+
+
 def exempt_value(key: str, settings: ClusterSettings) -> float:
-    """A value that never throttles: Long.MAX_VALUE (Kafka's own "unlimited" for the byte
-    rates), and for ``request_percentage`` exactly what the threads can use (above it lint
-    would call the entry ``cannot-bind``)."""
+    """A value that never throttles: :data:`EXEMPT`, and for ``request_percentage`` exactly
+    what the threads can use (above it lint would call the entry ``cannot-bind``)."""
     if key == "request_percentage":
         return request_cap(settings)[0]
-    return float(LONG_MAX)
+    return EXEMPT
 
 
 def _int(text: str | None, default: int) -> int:
