@@ -60,21 +60,46 @@ def test_findings_by_severity_with_evidence(env):
     assert all("<b>" not in m.value or "\\<b\\>" in m.value for m in at.markdown)
 
 
+def _links(at) -> list[tuple[str, dict]]:
+    """Each page link of the page: (label, its query parameters)."""
+    from urllib.parse import parse_qs
+
+    out = []
+    for link in at.get("page_link"):
+        query = {k: v[0] for k, v in parse_qs(link.proto.query_string).items()}
+        out.append((link.proto.label, query))
+    return out
+
+
+def run_page(page: str, query: dict) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.secrets.update({"_tests": "isolated"})
+    at.session_state["operator_name"] = "jdoe"
+    at.run()
+    at.switch_page(page).run()
+    for k, v in query.items():  # the link's address, as the browser opens it
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def test_the_fix_opens_plan_filled_in_and_plans(env):
     env(QUOTAS)
-    at = health()
-    at.button(key="he_plan_0").click().run()     # protected-under-default's fix
-    assert not at.exception, [e.value for e in at.exception]
+    links = _links(health())
+    label, query = links[0]                       # protected-under-default's fix
+    assert label == "Open in Plan"
+    assert "<b>ünï</b> 100%=x" in query["fix"]
+    assert "producer_byte_rate: 1000000000000000000" in query["fix"]
+    at = run_page("pages/plan.py", query)
     assert at.title[0].value == "Plan from a file"
-    text = at.text_area(key="pl_text").value
-    assert "<b>ünï</b> 100%=x" in text and "producer_byte_rate: 1000000000000000000" in text
-    # AppTest goes back to its own page on the next run (a browser stays on Plan): plan the
-    # text the fix filled in, on the Plan page
-    at.switch_page("pages/plan.py").run()
-    at.text_area(key="pl_text").input(text).run()
+    assert at.text_area(key="pl_text").value == query["fix"]
     at.button(key="pl_plan_btn").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert "1 entity to change (1 change)" in " ".join(texts(at.markdown))
+    # once: what the operator types over it stays on the next run
+    at.text_area(key="pl_text").input("entries: []\n").run()
+    assert at.text_area(key="pl_text").value == "entries: []\n"
 
 
 def test_the_fix_opens_edit_filled_in(env):
@@ -82,11 +107,14 @@ def test_the_fix_opens_edit_filled_in(env):
     at = health()
     heads = [m.value for m in at.markdown if m.value.startswith("**")]
     assert heads[2].startswith("**never-binds**")   # 2 errors first, then never-binds
-    at.button(key="he_edit_2").click().run()
-    assert not at.exception, [e.value for e in at.exception]
+    edits = [q for label, q in _links(at) if label == "Open in Edit"]
+    query = next(q for q in edits if q["entity"] == '{"client-id":"x"}')
+    at = run_page("pages/edit.py", query)
     assert at.title[0].value == "Edit quotas"
-    assert at.query_params["entity"] in ('{"client-id":"x"}', ['{"client-id":"x"}'])
     assert at.text_input(key="ed_val_producer_byte_rate").value == ""  # the fix removes it
+    # a fix that is not an entry is ignored, the entity's own values shown
+    at = run_page("pages/edit.py", {"entity": '{"client-id":"x"}', "fix": "[1,"})
+    assert at.text_input(key="ed_val_producer_byte_rate").value == "1000000"
 
 
 def test_the_empty_state_names_the_rules_and_their_data(env):

@@ -2,8 +2,8 @@
 shows, the brokers' settings, the protected patterns of ``[lint] protected`` /
 ``QUOTA_LINT_PROTECTED``, the configured usage history), and rendering the report.
 
-A finding's fix opens Plan (its fragment in the paste box: ``pl_prefill``) or, when it
-writes one entry, Edit (the entity in the address, its values filled in: ``ed_prefill``).
+A finding's fix opens Plan (its fragment in the paste box) or, when it writes one entry, Edit
+(the entity and its values filled in), by a link with the fix in ``?fix=`` (:func:`fix_links`).
 """
 from __future__ import annotations
 
@@ -22,10 +22,7 @@ from .settings import history_dir
 from .story import cluster_settings
 from .text import code, md
 
-__all__ = ["lint_report", "render_report", "PLAN_PREFILL", "EDIT_PREFILL"]
-
-#: Session-state keys the Plan and Edit pages read once (their small hooks).
-PLAN_PREFILL, EDIT_PREFILL = "pl_prefill", "ed_prefill"
+__all__ = ["lint_report", "render_report", "fix_links"]
 _TITLES = {"error": "Errors", "warning": "Warnings", "info": "Info"}
 _ICONS = {"error": ":material/error:", "warning": ":material/warning:",
           "info": ":material/info:"}
@@ -63,21 +60,21 @@ def lint_report(ctx, secrets: dict) -> tuple[LintReport, LintInput, str | None]:
     return run_lint(inp), inp, problem
 
 
-def _open_plan(fix: dict) -> None:
-    st.session_state[PLAN_PREFILL] = dumps_fragment(fix)
-    st.switch_page("pages/plan.py")
+def fix_links(fix_quotas) -> dict[str, dict[str, str]]:
+    """Where a fix opens, as page-link query parameters: Plan with the fragment in its paste
+    box (``?fix=`` YAML), and for a fix of one entry Edit with the entity and its values
+    (``?entity=…&fix=`` the entry as JSON). Links, not a switch from a button, so the page
+    opens as a click in the menu does: the sidebar keeps what was typed there."""
+    from quota_core.serialization import to_document
 
-
-def _open_edit(entity, quotas: dict) -> None:
-    st.session_state[EDIT_PREFILL] = (entity_to_json(entity), dict(quotas))
-    st.switch_page("pages/edit.py", query_params={"entity": entity_to_json(entity)})
-
-
-def dumps_fragment(fix: dict) -> str:
-    """The fix as YAML, as Plan's paste box shows files (the same document as JSON)."""
-    from quota_core.serialization import from_document
-
-    return dumps(from_document(fix, "the fix"), "yaml")
+    doc = to_document(fix_quotas)
+    links = {"pages/plan.py": {"fix": dumps(fix_quotas, "yaml")}}
+    if len(fix_quotas) == 1:
+        entity = next(iter(fix_quotas))
+        links["pages/edit.py"] = {"entity": entity_to_json(entity),
+                                  "fix": json.dumps(doc["entries"][0], ensure_ascii=False,
+                                                    separators=(",", ":"))}
+    return links
 
 
 def _finding(i: int, f, can_edit: bool) -> None:
@@ -89,12 +86,11 @@ def _finding(i: int, f, can_edit: bool) -> None:
             return
         cols = st.columns([1, 1, 4])
         if can_edit:
-            if cols[0].button("Open in Plan", key=f"he_plan_{i}", icon=":material/difference:"):
-                _open_plan(f.fix)
-            if len(f.fix_quotas) == 1 and cols[1].button("Open in Edit", key=f"he_edit_{i}",
-                                                         icon=":material/edit:"):
-                entity, quotas = next(iter(f.fix_quotas.items()))
-                _open_edit(entity, quotas)
+            for col, (target, query) in zip(cols, fix_links(f.fix_quotas).items()):
+                edit = target == "pages/edit.py"
+                col.page_link(target, label="Open in Edit" if edit else "Open in Plan",
+                              icon=":material/edit:" if edit else ":material/difference:",
+                              query_params=query)
         with cols[2].expander("The fix (a desired-file fragment)"):
             st.code(json.dumps(f.fix, ensure_ascii=False, indent=2), language="json")
 
