@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast faults kafka-up kafka-down venv chromium jars bench clean
+.PHONY: run test test-fast faults kafka-up kafka-down venv chromium prometheus jars bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,22 @@ chromium:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
+# The monitoring tests run Debian's Prometheus (2.42: prometheus and promtool) on 127.0.0.1.
+# The package's own service must not start (it would listen on every address): a policy-rc.d
+# that refuses to start services is put in place for the install when none is there, and a
+# service that started anyway is stopped.
+prometheus:
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  POLICY=/usr/sbin/policy-rc.d; OWN=; \
+	  if [ ! -e $$POLICY ]; then printf '#!/bin/sh\nexit 101\n' | $$SUDO tee $$POLICY >/dev/null; \
+	    $$SUDO chmod 755 $$POLICY; OWN=1; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+	    --no-install-recommends prometheus >/dev/null; STATUS=$$?; \
+	  [ -z "$$OWN" ] || $$SUDO rm -f $$POLICY; \
+	  $$SUDO service prometheus stop >/dev/null 2>&1 || true; \
+	  exit $$STATUS; }
+
 jars: $(STAMP)
 	@$(PY) -c "import localkafka; localkafka.ensure_jars()"
 	@$(PY) -c "import pipeline.jars; pipeline.jars.ensure_spark_jars()"
@@ -34,7 +50,7 @@ run: jars
 	@$(PY) scripts/run_dashboard.py $(ARGS)
 
 ## The whole suite: unit tables, the real broker, the real browser, real Spark.
-test: $(STAMP) chromium jars
+test: $(STAMP) chromium prometheus jars
 	@$(PY) -m pytest -q $(PYTEST_ARGS)
 
 ## The long fault runs (not part of `make test`, which keeps one short case of each): 100 kills

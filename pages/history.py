@@ -12,7 +12,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from quota_core.entities import entity_from_json
-from quota_core.history import client_label, duration_text, throttle_heatmap
+from quota_core.live import broker_name
+from quota_core.history import (client_label, duration_text, throttle_heatmap,
+                                throttled_by_broker)
 from ui.history import (BUCKET_COLUMNS, HEATMAP_COLUMNS, job_log, job_running, places,
                         sizing_rows, start_job, tables, windows)
 from ui.context import context, secrets_dict
@@ -114,7 +116,8 @@ if not heat.empty:
                                y=[chart_text(name) for name in heat.index],
                                colorscale="Reds", colorbar=dict(title="min over quota"),
                                hovertemplate="%{y}<br>%{x}: %{z:.0f} min<extra></extra>"))
-    fig.update_layout(title="Throttled minutes by hour and client", height=120 + 24 * len(heat),
+    fig.update_layout(title="Throttled minutes by hour and client (per broker where a client "
+                            "was throttled on some brokers only)", height=120 + 24 * len(heat),
                       xaxis_title="hour (UTC)", yaxis_title="client",
                       margin=dict(l=10, r=10, t=50, b=10))
     st.plotly_chart(fig, key="hi_heatmap")
@@ -130,7 +133,7 @@ if choices:
     sel = windows(str(where.analysis), where.version, BUCKET_COLUMNS, bucket=(u, c, k))
     fig = go.Figure()
     for broker, part in sel.sort_values("ts").groupby("broker"):
-        fig.add_scatter(x=part["ts"], y=part["rate"], mode="lines", name=f"{broker} rate")
+        fig.add_scatter(x=part["ts"], y=part["rate"], mode="lines", name=broker_name(str(broker)))
     quota = sel.sort_values("ts").drop_duplicates("ts")
     fig.add_scatter(x=quota["ts"], y=quota["quota"], mode="lines", name="quota",
                     line=dict(dash="dash", shape="hv", color="#202124"))
@@ -138,6 +141,7 @@ if choices:
                       yaxis=dict(title=f"{k} per broker", rangemode="tozero"),
                       margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.3))
     st.plotly_chart(fig, key="hi_bucket_chart")
+    st.caption(md(throttled_by_broker(sel)))
     query = {key: v for key, v in (("user", u), ("client_id", c)) if v is not None and v == v}
     st.page_link("pages/resolve.py", label=f"Resolve {md(client_label(u, c))} now",
                  icon=":material/troubleshoot:", query_params=query)

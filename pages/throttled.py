@@ -15,6 +15,7 @@ from ui.charts import utilisation_bar
 from ui.coverage import unwatched_warnings
 from ui.live import feed
 from ui.render import entity_text
+from ui.spread import show_bucket_spreads
 from ui.context import context, secrets_dict
 from ui.brokers import settings_warnings
 from ui.story import cluster_window
@@ -138,6 +139,8 @@ def board() -> None:
                                                max_value=100),
         "resolve": st.column_config.LinkColumn("resolve", display_text="Resolve →"),
     })
+    show_bucket_spreads(rows, hot, [*(d.name for d in frame.down), *unwatched], key="tn_spread",
+                        brokers=frame.brokers)
 
 
 def _ms(value: float | None) -> str:

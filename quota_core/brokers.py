@@ -90,8 +90,8 @@ class BrokerSettings:
         num, size = (CONTROLLER_NUM, CONTROLLER_SIZE) if controller else (WINDOW_NUM, WINDOW_SIZE)
         samples, sample_s = _positive(self.value(num)), _positive(self.value(size))
         if samples is None or sample_s is None:
-            return QuotaWindow(source=f"Kafka's defaults: broker {self.node_id} did not report "
-                                      f"{num} and {size}")
+            return QuotaWindow(source=f"Kafka's defaults: broker {self.node_id} reported no "
+                                      f"usable {num} and {size}")
         return QuotaWindow(samples, sample_s, f"broker {self.node_id}")
 
     @property
@@ -209,8 +209,10 @@ class ClusterSettings:
         same = [b.node_id for b, w in zip(self.read, windows)
                 if (w.samples, w.sample_s) == (pick.samples, pick.sample_s)]
         if pick.source.startswith("Kafka's defaults"):
-            return QuotaWindow(pick.samples, pick.sample_s,
-                               f"Kafka's defaults: {_brokers(same)} did not report it")
+            num, size = (CONTROLLER_NUM, CONTROLLER_SIZE) if controller else \
+                (WINDOW_NUM, WINDOW_SIZE)
+            return QuotaWindow(pick.samples, pick.sample_s, f"Kafka's defaults: "
+                               f"{_brokers(same)} reported no usable {num} and {size}")
         where = _brokers(same)
         if len(same) < len(self.read):
             where += f" (of {len(self.read)} read: the others differ)"

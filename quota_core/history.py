@@ -16,7 +16,8 @@ from .entities import Entity
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["client_label", "throttle_heatmap", "HistoryImpact", "what_if", "duration_text"]
+__all__ = ["client_label", "throttle_heatmap", "throttled_by_broker", "HistoryImpact", "what_if",
+           "duration_text"]
 
 QuotaSet = Mapping[Entity, Mapping[str, float]]
 
@@ -46,19 +47,51 @@ def duration_text(seconds: float) -> str:
 
 def throttle_heatmap(windows: "pd.DataFrame", top: int = 20) -> "pd.DataFrame":
     """Seconds over quota per hour (columns) and client (rows, the ``top`` most throttled),
-    summed over brokers and keys."""
+    summed over keys, and over brokers where that hides nothing: a client throttled on some
+    of the brokers only (each enforces on its own) gets one row per broker,
+    ``alice · any client id · broker 2``, when the samples carry a ``broker`` column."""
     import pandas as pd
 
     over = windows[windows["over_quota"].fillna(False).astype(bool)]
     if over.empty:
         return pd.DataFrame()
     labels = [client_label(u, c) for u, c in zip(over["user"], over["client_id"])]
+    if "broker" in over:
+        brokers = [str(b) for b in over["broker"]]
+        everywhere = set(brokers)
+        seen: dict[str, set[str]] = {}
+        for label, b in zip(labels, brokers):
+            seen.setdefault(label, set()).add(b)
+        labels = [label if seen[label] == everywhere else f"{label} · broker {b}"
+                  for label, b in zip(labels, brokers)]
     hours = pd.to_datetime(over["ts"]).dt.floor("h")
     table = (pd.DataFrame({"client": labels, "hour": hours, "s": over["interval_s"]})
              .pivot_table(index="client", columns="hour", values="s", aggfunc="sum",
                           fill_value=0.0))
     order = table.sum(axis=1).sort_values(ascending=False).index[:top]
     return table.loc[order]
+
+
+def throttled_by_broker(samples: "pd.DataFrame") -> str:
+    """One bucket's samples (``broker``, ``interval_s``, ``over_quota``) in one sentence:
+    ``Throttled on broker 2 for 3 h; never on brokers 1 and 3 (each broker enforces on its
+    own).``"""
+    from .spread import broker_order, brokers_text
+
+    if samples.empty:
+        return "No samples recorded."
+    over = samples["over_quota"].fillna(False).astype(bool)
+    seconds = samples["interval_s"].where(over, 0.0).groupby(samples["broker"].astype(str)).sum()
+    hot = sorted((b for b in seconds.index if seconds[b] > 0),
+                 key=lambda b: (-seconds[b], broker_order(b)))
+    never = [b for b in seconds.index if seconds[b] <= 0]
+    if not hot:
+        return f"Never throttled on {brokers_text(never)} in the recorded samples."
+    text = "Throttled " + ", ".join(f"on broker {b} for {duration_text(seconds[b])}"
+                                    for b in hot)
+    if never:
+        text += f"; never on {brokers_text(never)}"
+    return text + (" (each broker enforces on its own)." if len(seconds) > 1 else ".")
 
 
 @dataclass(frozen=True)

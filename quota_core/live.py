@@ -22,7 +22,7 @@ from .throttle import estimate_throttle, mutation_throttle_ms
 
 __all__ = ["QUOTA_TYPES", "KEY_OF_TYPE", "BucketUsage", "finite", "gather", "join_usage",
            "throttled_rows", "client_buckets", "other_buckets", "clients_seen",
-           "TrafficChange", "traffic_impact"]
+           "TrafficChange", "traffic_impact", "broker_name"]
 
 #: Quota types as the collector and the pipeline name them, with the key each is limited by.
 KEY_OF_TYPE: dict[str, str] = {
@@ -127,7 +127,7 @@ class BucketUsage:
             who, verb = f"Every user running client id {self.client_id!r} shares {q}", \
                 "together they send"
         rate = "nothing measured" if self.rate is None else format_rate(self.key, self.rate)
-        text = f"{who}, {entry}; {verb} {rate} on {self.broker}"
+        text = f"{who}, {entry}; {verb} {rate} on {broker_name(self.broker)}"
         if self.quota is None:
             return text + ": never throttled."
         if self.throttled:
@@ -144,6 +144,12 @@ class BucketUsage:
                 "throttled": self.throttled, "level": self.level,
                 "source": None if self.source is None else self.source.as_dict(),
                 "shared_by": self.shared_by, "current": self.current}
+
+
+def broker_name(label: str) -> str:
+    """How a sentence names a broker: a node id reads ``broker 2``; another label (a user's
+    ``LABEL=URL``, an unread endpoint's host:port) stays as it is."""
+    return f"broker {label}" if label.isdigit() else label
 
 
 def _duration(ms: float) -> str:

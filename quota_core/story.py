@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .entities import Entity
+from .live import broker_name
 from .membership import Tags
 from .units import format_quota, format_rate
 from .verdict import BrokerFigure, KeyVerdict, tags_entity
@@ -48,7 +49,7 @@ def _figures(key: str, figures: tuple[BrokerFigure, ...], limit: float | None) -
     for b in figures:
         rate = "no rate" if b.rate is None else format_rate(key, b.rate)
         share = "" if b.utilisation is None else f" ({b.utilisation:.0%})"
-        parts.append(f"{rate} of {format_quota(key, limit)}{share} on {b.broker}")
+        parts.append(f"{rate} of {format_quota(key, limit)}{share} on {broker_name(b.broker)}")
     return "; ".join(parts)
 
 
@@ -101,7 +102,7 @@ def bucket_details(v: KeyVerdict) -> list[Sentence]:
     out = []
     for b in v.brokers or ():
         rate = "nothing measured" if b.rate is None else format_rate(v.key, b.rate)
-        text = f"{who}, {entry}; {verb} {rate} on {b.broker}"
+        text = f"{who}, {entry}; {verb} {rate} on {broker_name(b.broker)}"
         if v.limit is None:
             text += ": never throttled."
         elif b.throttled:

@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ui.browse import LEVELS
+from quota_core.live import broker_name
 from quota_core.resolution import LADDER
 from quota_core.units import format_bytes
 
@@ -166,11 +167,11 @@ def rate_vs_quota(points, key: str, title: str) -> go.Figure:
     fig = go.Figure()
     for broker, part in frame.groupby("broker"):
         fig.add_scatter(x=part["time"], y=part["rate"], mode="lines+markers",
-                        name=f"{broker} rate", customdata=part["throttle_ms"].fillna(0),
+                        name=f"{broker_name(broker)} rate", customdata=part["throttle_ms"].fillna(0),
                         hovertemplate="%{x|%H:%M:%S}: %{y:,.0f}, throttle %{customdata:,.0f} ms"
                                       "<extra></extra>")
         if part["quota"].notna().any():
-            fig.add_scatter(x=part["time"], y=part["quota"], mode="lines", name=f"{broker} quota",
+            fig.add_scatter(x=part["time"], y=part["quota"], mode="lines", name=f"{broker_name(broker)} quota",
                             line=dict(dash="dash"))
     fig.update_layout(title=title, height=300, margin=dict(l=10, r=10, t=50, b=10),
                       legend=dict(orientation="h", y=-0.3), xaxis_title="time",

@@ -40,8 +40,8 @@ def tables(analysis: str, version: float) -> dict:
 #: heatmap and one bucket's chart a few of its rows. At millions of samples the whole table
 #: would not fit a dashboard (and the cache copies what it returns on every rerun).
 WHAT_IF_COLUMNS = ("ts", "user", "client_id", "key", "rate", "interval_s")
-HEATMAP_COLUMNS = ("ts", "user", "client_id", "interval_s", "over_quota")
-BUCKET_COLUMNS = ("ts", "broker", "rate", "quota")
+HEATMAP_COLUMNS = ("ts", "broker", "user", "client_id", "interval_s", "over_quota")
+BUCKET_COLUMNS = ("ts", "broker", "rate", "quota", "interval_s", "over_quota")
 
 
 @st.cache_data(show_spinner="Reading the samples…", max_entries=8)

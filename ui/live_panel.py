@@ -1,6 +1,8 @@
 """The Resolve page's live panel: per key, whether *this* client is throttled now, read only
 from its own bucket (quota_core.membership), per broker; the bucket's rate against its quota
-over the last minutes; and apart, the other buckets under the same user or client id.
+over the last minutes; on several brokers, a client × broker grid with the sentence that
+explains the spread (quota_core.spread); and apart, the other buckets under the same user or
+client id.
 
 Every sentence is rendered from the one verdict per key (quota_core.verdict / story)."""
 from __future__ import annotations
@@ -13,12 +15,14 @@ import streamlit as st
 from quota_core.live import KEY_OF_TYPE, gather, join_usage
 from quota_core.membership import Membership
 from quota_core.resolution import Resolution
+from quota_core.spread import spread
 from quota_core.story import bucket_details, client_story, others_story, quiet_story
 from quota_core.throttle import DEFAULT_WINDOW
 from quota_core.verdict import tags_entity, verdicts
 
 from .charts import rate_vs_quota
 from .live import feed
+from .spread import show_spreads
 from .context import secrets_dict
 from .coverage import unwatched_warnings
 from .story import sentences_html
@@ -53,7 +57,7 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window) -> Non
     latest = history[-1]
     for label, error in latest.errors.items():
         st.warning(md(f"{label}: {error}"), icon=":material/cloud_off:")
-    unwatched_warnings(latest)
+    missing = unwatched_warnings(latest)
     rows = join_usage(latest.series, quotas)
     found = verdicts(resolution, keys, quotas, rows, window)
     span = latest.at - history[0].at
@@ -69,6 +73,14 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window) -> Non
                             for s in [*client_story(v)[:1], *(bucket_details(v) if v.shared
                                                               else [])]
                             if s.kind == "status"] + ([quiet] if quiet else [])))
+    # The client x broker view: its own bucket per key on every broker read (more than one),
+    # and the sentence that explains the spread. Never one summed "cluster" throttle.
+    known = {r.broker for r in rows} | set(latest.brokers)
+    unread = [*latest.errors, *missing]
+    if len(known | set(unread)) > 1:
+        show_spreads([(f"{v.key} {tags_entity(v.bucket).display()}",
+                       spread(v.key, v.brokers, known, v.limit, unread))
+                      for v in found if v.brokers], key="rs_spread")
     # Apart: what else is throttled under the same user or client id; the others, one line.
     hot = [(v, o) for v in found for o in v.others if o.throttled]
     if hot:

@@ -24,7 +24,7 @@ _TONE = {  # background, border
 def _tone(sentence: Sentence) -> str:
     if sentence.claims.get("subject") == "other":
         return "other"
-    if sentence.kind == STATUS:
+    if sentence.kind in (STATUS, "spread"):  # quota_core.spread.SPREAD
         return "throttled" if sentence.claims.get("throttled") else "ok"
     return "plain"
 

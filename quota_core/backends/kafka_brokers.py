@@ -1,9 +1,10 @@
 """Every broker's quota settings, read with DescribeConfigs from each broker of the cluster.
 
 A broker answers DescribeConfigs for its own BROKER resource only (any other node id is
-"Unexpected broker id"), so the cluster's brokers are listed with DescribeCluster and each is
-asked on its own connection. A broker that cannot be reached or refuses is recorded as unread
-(:attr:`quota_core.brokers.BrokerSettings.error`): the others still count. Only a refusal of
+"Unexpected broker id"), so each of the cluster's brokers (the node ids the backend's
+``info()`` lists) is asked on its own connection; the requests leave together. A broker that
+cannot be reached or refuses is recorded as unread (:attr:`quota_core.brokers.BrokerSettings.
+error`): the others still count. Only a refusal of
 the DESCRIBE_CONFIGS right fails the whole read, since it holds for every broker.
 
 Called through :meth:`quota_core.backends.kafka.KafkaBackend.broker_settings`; kafka-python is
@@ -14,32 +15,12 @@ from __future__ import annotations
 import time
 
 from ..brokers import CONFIG_SOURCES, SETTINGS, BrokerSettings, ClusterSettings
-from ..errors import RequestRejected
 from .kafka_wire import Errors
 
-__all__ = ["read_broker_settings", "cluster_nodes"]
+__all__ = ["read_broker_settings"]
 
 _BROKER_RESOURCE = 4
 _CLUSTER_AUTHORIZATION_FAILED = 31
-
-
-def cluster_nodes(backend) -> list[tuple[str, bool]]:
-    """The cluster's brokers (DescribeCluster, fenced ones included) as ``(node id, fenced)``
-    in numeric order; the node id as a string, as the console labels brokers."""
-    from kafka.protocol.admin import DescribeClusterRequest
-
-    response = backend._call(lambda: DescribeClusterRequest(
-        include_cluster_authorized_operations=False, include_fenced_brokers=True),
-        "listing the cluster's brokers")
-    if response.error_code:
-        if response.error_code == _CLUSTER_AUTHORIZATION_FAILED:
-            raise backend._not_authorized("DESCRIBE", "list the cluster's brokers",
-                                          "DescribeCluster")
-        error = Errors.for_code(response.error_code)
-        raise RequestRejected(f"The broker refused to describe the cluster ({error.message}): "
-                              f"{response.error_message or ''}", broker_error=error.message)
-    return [(str(b.broker_id), bool(getattr(b, "is_fenced", False)))
-            for b in sorted(response.brokers, key=lambda b: b.broker_id)]
 
 
 def _request(node: str):
@@ -123,17 +104,15 @@ async def _ask_all(backend, nodes: list[str], deadline: float) -> dict:
 
 def read_broker_settings(backend) -> ClusterSettings:
     """:data:`quota_core.brokers.SETTINGS` of every broker of the cluster ``backend`` (a
-    :class:`~quota_core.backends.kafka.KafkaBackend`) is connected to, within its timeout."""
-    nodes = cluster_nodes(backend)
+    :class:`~quota_core.backends.kafka.KafkaBackend`) is connected to, within its timeout.
+    The brokers are the cluster's node ids as the backend lists them (``info().node_ids``)."""
+    nodes = list(backend.info().node_ids)
     deadline = time.monotonic() + backend.timeout_s
-    serving = [node for node, fenced in nodes if not fenced]
-    answers = backend._net.run(_ask_all, backend, serving, deadline)
+    answers = backend._net.run(_ask_all, backend, nodes, deadline)
     brokers = []
-    for node, fenced in nodes:
+    for node in nodes:
         answer = answers.get(node)
-        if fenced:  # registered, but not serving (stopped, or not caught up yet)
-            brokers.append(BrokerSettings(node, error="fenced by the controller: not serving"))
-        elif isinstance(answer, BaseException):
+        if isinstance(answer, BaseException):
             brokers.append(BrokerSettings(node, error=backend._reason(answer)))
         else:
             brokers.append(_broker(backend, node, answer))

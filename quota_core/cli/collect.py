@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a status line this often (default 60)")
     p.add_argument("--timeout", type=float, action=NumberAction, default=5.0, metavar="SECONDS",
                    help="per scrape and per describe (default 5)")
+    p.add_argument("--serve", metavar="HOST:PORT", help="also serve the live series as a "
+                   "Prometheus endpoint, as serve-metrics does (e.g. 127.0.0.1:9464)")
     return p
 
 
@@ -75,6 +77,10 @@ def _check(args: argparse.Namespace) -> None:
         if not (math.isfinite(value) and value > 0):
             raise ParseError(f"--{flag.replace('_', '-')} {value:g}: give a number of seconds "
                              f"greater than 0.")
+    if args.serve is not None:
+        from ..telemetry.exporter import parse_listen
+
+        parse_listen(args.serve, "--serve")
 
 
 def main(argv: list[str], out: TextIO, err: TextIO) -> int:
@@ -111,7 +117,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
             return scrape_once(url, broker, timeout=timeout, on_redirect=note)
 
         with open_backend(args.sandbox, args.bootstrap_server, args.command_config,
-                          timeout_s=args.timeout) as backend:
+                          timeout_s=args.timeout) as backend, contextlib.ExitStack() as stack:
             client_conf = None
             if args.to.startswith("kafka:") and args.command_config:
                 from ..backends.kafka_config import load_command_config
@@ -123,6 +129,17 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 cluster = backend.info()
                 endpoints = parse_endpoints(endpoints_from_template(
                     args.metrics_template, cluster.node_ids, cluster.hosts))
+            if args.serve is not None:  # its own connection: a backend serves one thread
+                from ..telemetry.exporter import parse_listen
+                from .serve_metrics import start
+
+                served = stack.enter_context(open_backend(
+                    args.sandbox, args.bootstrap_server, args.command_config,
+                    timeout_s=args.timeout))
+                host, port = parse_listen(args.serve, "--serve")
+                server = start(served, args, host, port, log, args.timeout)
+                stack.callback(server.server_close)
+                stack.callback(server.shutdown)
             sink = open_sink(args.to, client_conf, args.bootstrap_server)
             log(f"collect: scraping {', '.join(e.label for e in endpoints)} every "
                 f"{args.every:g} s into {sink.label}; stop with Ctrl-C or SIGTERM")

@@ -210,7 +210,7 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
             raise UsageError(f"--ip {name!r} is not an IP address: connection quotas apply to "
                              f"addresses. Give one, e.g. --ip 192.0.2.10.")
     quotas = backend.describe()
-    live, failed = _live_rows(args, quotas, err, backend)
+    live, failed, reach = _live_rows(args, quotas, err, backend)
     resolutions = []
     for combo in _combinations(choices):
         names = dict(combo)
@@ -223,7 +223,7 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
     if cap is not None:
         err.write(f"{PROG}: note: {cap.text}\n")
     window = None if live is None else settings.window()
-    out.write(output.format_resolutions(resolutions, args.output, live, quotas, window))
+    out.write(output.format_resolutions(resolutions, args.output, live, quotas, window, reach))
     if args.output != "json":
         for note in dict.fromkeys(n for r in resolutions for n in r.client.assumptions()):
             err.write(f"note: {note}\n")
@@ -231,14 +231,16 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
 
 
 def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBackend):
-    """Scrape every --metrics endpoint and join with the ladder: ``(rows or None, failed)``.
+    """Scrape every --metrics endpoint and join with the ladder: ``(rows or None, failed,
+    the brokers read and not read)``.
     An endpoint that fails gets one line on stderr; the others still answer. On a cluster,
     every broker no answering endpoint covers gets one line too (its throttling is not
     visible), and the exit stays 0 for them."""
     if not (args.metrics or args.metrics_template):
-        return None, False
+        return None, False, None
     from ..coverage import endpoint_address, endpoints_from_template, unwatched, unwatched_sentence
     from ..live import join_usage
+    from ..spread import Reach
     from ..telemetry.collector import parse_endpoints
     from ..telemetry.scrape import redirect_note
     from ..telemetry.sweep import scrape_all
@@ -251,17 +253,21 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
                                     f"{PROG}: {redirect_note(url, final)}\n"),
                                 on_error=lambda _, exc: err.write(f"{PROG}: {exc}\n"))
     failed_names = [endpoint_address(endpoint.url) for endpoint, _ in errors]
-    for node in unwatched(cluster.node_ids, series.brokers):
+    missing = unwatched(cluster.node_ids, series.brokers)
+    for node in missing:
         err.write(f"{PROG}: {unwatched_sentence(node, failed_names)}\n")
-    return join_usage(series, quotas), bool(errors)
+    # Which brokers the figures cover, for the per-broker view (quota_core.spread).
+    reach = Reach(tuple(series.brokers), tuple(failed_names) + tuple(missing))
+    return join_usage(series, quotas), bool(errors), reach
 
 
 def run_throttled(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
                   err: TextIO) -> int:
     from ..live import throttled_rows
 
-    rows, failed = _live_rows(args, backend.describe(), err, backend)
-    out.write(output.format_throttled(throttled_rows(rows or [], args.above), args.output))
+    rows, failed, reach = _live_rows(args, backend.describe(), err, backend)
+    out.write(output.format_throttled(throttled_rows(rows or [], args.above), args.output,
+                                      every=rows or [], reach=reach))
     _settings_notes(backend, err)
     return 1 if failed else 0
 
@@ -585,6 +591,7 @@ SUBCOMMANDS = {"collect": (".collect", "scrape broker metrics and snapshot quota
                                                "(exit 0 nothing to do, 2 changes pending)"),
                "apply": (".plan:apply_main", "apply a plan file exactly, refused if the "
                                                  "quota set changed since"),
+               "serve-metrics": (".serve_metrics", "serve each bucket's limit, use and entry as Prometheus series"),
                "configs": (".configs_compat", "a kafka-configs.sh command line, always read "
                                               "in its dialect (nothing guessed)"),
                "lint": (".lint", "find the quotas that will hurt someone (exit 0 clean, 2 "

@@ -15,11 +15,13 @@ from ..entities import DEFAULT_TEXT, Entity, display_name, sanitize
 from ..keys import QUOTA_KEYS, format_value, json_number
 from ..live import BucketUsage, client_buckets
 from ..resolution import Resolution
+from ..spread import Reach, Spread, bucket_spreads, spread
 from ..throttle import QuotaWindow
 from ..units import format_exact, format_quota, format_rate
 
 __all__ = ["format_describe", "format_resolutions", "format_outcome", "resolution_to_json",
-           "live_for_key", "format_throttled", "entity_text", "format_parsed",
+           "live_for_key", "format_throttled", "format_spread_grid", "entity_text",
+           "format_parsed",
            "format_alteration", "format_plan", "format_key_change", "window_json"]
 
 #: Output formats of the CLI.
@@ -91,7 +93,8 @@ def _broker_json(row: BucketUsage) -> dict:
 
 
 def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
-                 quotas: Mapping[Entity, Mapping[str, float]] | None = None) -> dict:
+                 quotas: Mapping[Entity, Mapping[str, float]] | None = None,
+                 reach: Reach | None = None) -> dict:
     """What the brokers report for this client's own bucket of ``key``, one entry per broker
     (``throttled`` only from that bucket), and apart, the ``other_buckets`` under the same
     user or client id that are not this client's."""
@@ -101,6 +104,9 @@ def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
     mine = [row for row in client_buckets(rows, user, client_id, quotas) if row.key == key]
     doc = {"throttled": any(row.throttled for row in mine),
            "brokers": [_broker_json(row) for row in sorted(mine, key=lambda x: x.broker)]}
+    # What the spread sentence rests on: the brokers with traffic, the summed rate and the
+    # ceiling (quota x brokers with traffic); each broker still judges on its own.
+    doc.update(_client_spread(r, key, mine, rows, reach).as_dict())
     if quotas is not None:
         from ..live import other_buckets
 
@@ -115,15 +121,46 @@ def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
     return doc
 
 
+def _client_spread(r: Resolution, key: str, mine: Sequence[BucketUsage],
+                   rows: Sequence[BucketUsage], reach: Reach | None = None) -> Spread:
+    """The client's own bucket of ``key`` over every broker the scrape read (``reach``: also
+    those that answered without quota figures, and those it could not read)."""
+    reach = reach or Reach()
+    return spread(key, mine, {row.broker for row in rows} | set(reach.read), r.keys[key].value,
+                  reach.unread)
+
+
+def _cell(key: str, value: float | None, fmt) -> str:
+    return "—" if value is None else fmt(key, value)
+
+
+def format_spread_grid(sp: Spread, indent: str = "  ") -> list[str]:
+    """The bucket on every broker as a small table (broker, rate, use, throttle; the quota
+    heads it), then the sentence that explains the spread."""
+    table = [("broker", "rate", "use", "throttle")]
+    for c in sp.cells:
+        rate = "no traffic" if not c.traffic else _cell(sp.key, c.rate, format_rate)
+        table.append((c.broker, rate,
+                      "" if c.utilisation is None or not c.traffic else f"{c.utilisation:.0%}",
+                      f"{c.throttle_ms:,.0f} ms" if c.throttle_ms else
+                      "over quota" if c.throttled else ""))
+    table += [(b, "not read", "", "") for b in sp.unread]
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    lines = [indent + "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip()
+             for row in table]
+    return lines + [f"{indent}{sp.sentence().text}"]
+
+
 def resolution_to_json(r: Resolution, live: Sequence[BucketUsage] | None = None,
-                       quotas: Mapping[Entity, Mapping[str, float]] | None = None) -> dict:
+                       quotas: Mapping[Entity, Mapping[str, float]] | None = None,
+                       reach: Reach | None = None) -> dict:
     quota_set = quotas
     quotas = {k: {"value": None if kr.value is None else json_number(kr.value), "level": kr.level,
                   "source": None if kr.source is None else kr.source.as_dict()}
               for k, kr in sorted(r.keys.items())}
     if live is not None and not r.client.is_ip:
         for k in quotas:
-            quotas[k]["live"] = live_for_key(r, k, live, quota_set)
+            quotas[k]["live"] = live_for_key(r, k, live, quota_set, reach)
     return {
         "entity": r.client.as_dict(),
         "assumptions": r.client.assumptions(),
@@ -158,13 +195,13 @@ def window_json(window: QuotaWindow) -> dict:
 def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
                        live: Sequence[BucketUsage] | None = None,
                        quotas: Mapping[Entity, Mapping[str, float]] | None = None,
-                       window: QuotaWindow | None = None) -> str:
+                       window: QuotaWindow | None = None, reach: Reach | None = None) -> str:
     """``quotas`` (the quota set resolved against) decides each client's one bucket per key
     for the live figures; without it every bucket shape that could hold the client shows.
     ``window`` is the brokers' quota window the live verdict used: JSON gives it as
     ``window`` on each client with live figures, text names it once, at the end."""
     if fmt == "json":
-        docs = [resolution_to_json(r, live, quotas) for r in resolutions]
+        docs = [resolution_to_json(r, live, quotas, reach) for r in resolutions]
         if window is not None and live is not None:
             for doc, r in zip(docs, resolutions):
                 if not r.client.is_ip:
@@ -182,7 +219,15 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
                 mine = [row for row in client_buckets(live, r.client.user or "",
                                                       r.client.client_id or "", quotas)
                         if row.key == k]
-                lines += [_live_text(k, row) for row in sorted(mine, key=lambda x: x.broker)]
+                if mine:
+                    # Every broker read, in broker order: one without this bucket says so.
+                    sp = _client_spread(r, k, mine, live, reach)
+                    by_broker = {row.broker: row for row in mine}
+                    lines += [_live_text(k, by_broker[b]) if b in by_broker
+                              else f"  live {b}: no traffic in this bucket" for b in sp.brokers]
+                    lines += [f"  live {b}: not read, its figures are unknown"
+                              for b in sp.unread]
+                    lines.append(f"  across brokers: {sp.sentence().text}")
                 if quotas is not None:
                     from ..live import other_buckets
 
@@ -226,15 +271,24 @@ def format_outcome(outcome: AlterOutcome) -> str:
         for r in outcome.results]})
 
 
-def format_throttled(rows: Sequence[BucketUsage], fmt: str = "text") -> str:
-    """``--throttled``: one line (or JSON object) per bucket, in the order given."""
+def format_throttled(rows: Sequence[BucketUsage], fmt: str = "text",
+                     every: Sequence[BucketUsage] | None = None,
+                     reach: Reach | None = None) -> str:
+    """``--throttled``: one line (or JSON object) per bucket, in the order given; then each
+    bucket over every broker (``every``: all the rows the scrape gave, so brokers without its
+    traffic show too) with the sentence that explains the spread (JSON: ``spread`` on each
+    row)."""
+    reach = reach or Reach()
+    every = [*(every or ()), *rows]
+    spreads = bucket_spreads(every, {r.broker for r in every} | set(reach.read), reach.unread)
     if fmt == "json":
         return _json([{"broker": r.broker, "quota_type": r.quota_type, "key": r.key,
                        "bucket": r.bucket, "rate": _num(r.rate), "quota": _num(r.quota),
                        "utilisation": r.utilisation, "throttle_ms": r.throttle_ms,
                        "level": r.level,
                        "source": None if r.source is None else r.source.as_dict(),
-                       "current": r.current}
+                       "current": r.current,
+                       "spread": spreads[(r.quota_type, r.user, r.client_id)].as_dict()}
                       for r in rows])
     lines = []
     for r in rows:
@@ -249,6 +303,14 @@ def format_throttled(rows: Sequence[BucketUsage], fmt: str = "text") -> str:
         lines.append(f"{r.broker} {r.quota_type} {{{tags}}}: {rate} of "
                      f"{format_quota(r.key, r.quota)}{share}, {throttle}; set by {where}"
                      f"{stale}\n")
+    # Each bucket once, over every broker: the client x broker view.
+    for bucket in dict.fromkeys((r.quota_type, r.user, r.client_id) for r in rows):
+        r = next(x for x in rows if (x.quota_type, x.user, x.client_id) == bucket)
+        name = _plain_name if fmt == "plain" else sanitize
+        tags = ", ".join(f"{t}={name(n)}" for t, n in r.bucket.items() if n is not None)
+        lines.append(f"\n{{{tags}}} {r.quota_type}, quota {format_quota(r.key, r.quota)} on "
+                     f"each broker:\n")
+        lines += [line + "\n" for line in format_spread_grid(spreads[bucket])]
     return "".join(lines)
 
 

@@ -1,0 +1,141 @@
+"""``kafka-client-quotas serve-metrics``: the console as a Prometheus endpoint, until SIGTERM.
+
+Example::
+
+    kafka-client-quotas serve-metrics --listen 127.0.0.1:9464 \\
+        --bootstrap-server 127.0.0.1:9092 --metrics-template 'http://{host}:7071/metrics'
+
+Each scrape of ``http://HOST:PORT/metrics`` reads the quota set, sweeps the brokers' endpoints
+and serves the limit, use and entry of every bucket (quota_core.telemetry.exporter). Without
+``--metrics`` it serves the configured quota values and its own health only.
+
+Exit status: 0 stopped cleanly; 1 the cluster or sandbox could not be read at the start, or
+the address cannot be listened on; 2 a usage error (a malformed --listen, URL or number).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import signal
+import sys
+import threading
+from typing import TextIO
+
+from ..backends.open import NumberAction, add_backend_arguments, open_backend_from
+from ..errors import ParseError, QuotaError, UsageError
+from .exits import exit_code
+
+PROG = "kafka-client-quotas serve-metrics"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Serve every bucket's limit, use and "
+                                "entry, the configured quota values and the console's health "
+                                "as Prometheus series.")
+    p.add_argument("--listen", default="127.0.0.1:9464", metavar="HOST:PORT",
+                   help="where to serve /metrics (default 127.0.0.1:9464; port 0: any free)")
+    p.add_argument("--metrics", metavar="URL[,URL...]",
+                   help="the brokers' Prometheus endpoints (LABEL=URL names a broker)")
+    p.add_argument("--metrics-template", metavar="TEMPLATE",
+                   help="one endpoint per broker of the cluster, e.g. "
+                        "'http://{host}:7071/metrics' ({id}: the node id); needs "
+                        "--bootstrap-server")
+    p.add_argument("--scrape-timeout", type=float, action=NumberAction, default=5.0,
+                   metavar="SECONDS",
+                   help="per broker endpoint, within each scrape (default 5)")
+    add_backend_arguments(p)
+    return p
+
+
+def listen_address(args: argparse.Namespace) -> tuple[str, int]:
+    """The checked flags: ``(host, port)`` to listen on; a :class:`ParseError` or
+    :class:`UsageError` for what the user must fix."""
+    from ..telemetry.exporter import parse_listen
+
+    if args.metrics:
+        from ..telemetry.collector import parse_endpoints
+
+        parse_endpoints(args.metrics)  # a malformed URL is refused before connecting
+    if args.metrics and args.metrics_template:
+        raise UsageError("Give --metrics URL[,URL...] or --metrics-template TEMPLATE, not both.")
+    if args.metrics_template:
+        from ..coverage import check_template
+
+        if not args.bootstrap_server:
+            raise UsageError("--metrics-template needs --bootstrap-server: the cluster lists "
+                             "the brokers the template is filled in for.")
+        check_template(args.metrics_template)
+    if bool(args.sandbox) == bool(args.bootstrap_server):
+        raise UsageError("Say whose quotas to serve: --bootstrap-server HOST:PORT or "
+                         "--sandbox PATH (one of them).")
+    for flag in ("scrape_timeout", "timeout"):
+        value = getattr(args, flag)
+        if not (math.isfinite(value) and value > 0):
+            raise ParseError(f"--{flag.replace('_', '-')} {value:g}: give a number of seconds "
+                             f"greater than 0.")
+    return parse_listen(args.listen)
+
+
+def start(backend, args: argparse.Namespace, host: str, port: int, log, timeout: float):
+    """Build the exporter over ``backend`` (the endpoints of ``args.metrics`` or
+    ``args.metrics_template``) and serve it: returns the HTTP server. Shared with
+    ``collect --serve``."""
+    from ..telemetry.collector import parse_endpoints
+    from ..telemetry.exporter import QuotaExporter, serve
+
+    fixed = parse_endpoints(args.metrics) if args.metrics else []
+
+    def endpoints():
+        if not args.metrics_template:
+            return fixed
+        from ..coverage import endpoints_from_template
+
+        info = backend.info()
+        return parse_endpoints(endpoints_from_template(args.metrics_template, info.node_ids,
+                                                       info.hosts))
+
+    exporter = QuotaExporter(backend.describe, endpoints, lambda: backend.info().node_ids,
+                             timeout=timeout, log=log)
+    exporter.read_quotas()  # a cluster that cannot be read fails the start, with its reason
+    server = serve(exporter, host, port)
+    bound_host, bound_port = server.server_address[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    log(f"serve-metrics: serving http://{shown}:{bound_port}/metrics; stop with Ctrl-C or "
+        f"SIGTERM")
+    return server
+
+
+def main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+    def log(line: str) -> None:
+        err.write(line + "\n")
+        err.flush()
+
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        host, port = listen_address(args)
+        with open_backend_from(args) as backend:
+            server = start(backend, args, host, port, log, args.scrape_timeout)
+            try:
+                stop.wait()
+            finally:
+                server.shutdown()
+                server.server_close()
+        return 0
+    except QuotaError as exc:
+        err.write(f"{PROG}: error: {exc}\n")
+        return exit_code("serve-metrics", exc)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:], sys.stdout, sys.stderr))

@@ -1,0 +1,280 @@
+"""The console as a Prometheus exporter: the limit, the entry and the use of every bucket.
+
+Kafka's brokers export a bucket's rate and throttle time but not its limit, nor the entry that
+set it (KIP-786 was abandoned). The console knows both: the live join
+(:func:`quota_core.live.join_usage`) names, per broker and bucket, the quota, the entry and its
+ladder level. :class:`QuotaExporter` is a ``prometheus_client`` collector that, on every
+scrape, reads the quota set (``describe``), sweeps the brokers' endpoints
+(:func:`~quota_core.telemetry.sweep.scrape_all`), joins them, and yields gauge families.
+Nothing here writes the exposition format: ``prometheus_client`` does.
+
+Series (README "Use it from your monitoring" has the table):
+
+* per broker and bucket (``broker`` node id, ``quota_type``, ``key``, the bucket's ``user``
+  and ``client_id``, the ``entry`` that sets the limit and its ``level``):
+  ``kafka_client_quota_limit_<unit>``, ``kafka_client_quota_rate_<unit>``,
+  ``kafka_client_quota_utilisation_ratio``, ``kafka_client_quota_throttle_time_seconds``,
+  ``kafka_client_quota_throttled`` (0/1);
+* per entry and key, the configured value: ``kafka_client_quota_configured_<unit>``;
+* the console's own health: ``quota_console_endpoint_up``, ``quota_console_broker_scraped``,
+  ``quota_console_quota_set_age_seconds``, ``quota_console_quota_entries``,
+  ``quota_console_scrape_duration_seconds``.
+
+Names in labels are in Kafka's sanitised form (as its metric tags are): the default is
+``<default>``, a user literally named ``<default>`` is ``%3Cdefault%3E``.
+
+Cardinality: one bucket series set per (broker, quota type, bucket) the brokers report, and
+only for buckets a client is in with today's quota set (an old-shape bucket lingering in the
+broker's metrics is left out: see :mod:`quota_core.membership`); one configured series per
+(entry, key); one health series per endpoint and per broker. See :func:`series_count`.
+"""
+from __future__ import annotations
+
+import ipaddress
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector as _PromCollector
+
+from ..entities import CLIENT_ID, DEFAULT_TEXT, IP, USER, Entity, sanitize
+from ..errors import BackendError, ParseError, QuotaError
+from ..live import BucketUsage, join_usage
+
+__all__ = ["BUCKET_LABELS", "ENTRY_LABELS", "UNIT_OF_KEY", "Health", "QuotaExporter",
+           "families", "label_name", "parse_listen", "serve", "series_count"]
+
+#: The unit each quota key is counted in, as Prometheus names units (the value is Kafka's own
+#: number, so a limit series equals the configured quota: request_percentage stays in percent
+#: of one request-handler thread, 100 = one thread busy).
+UNIT_OF_KEY: dict[str, str] = {
+    "producer_byte_rate": "bytes_per_second",
+    "consumer_byte_rate": "bytes_per_second",
+    "request_percentage": "percent",
+    "controller_mutation_rate": "mutations_per_second",
+    "connection_creation_rate": "connections_per_second",
+}
+BUCKET_LABELS = ("broker", "quota_type", "key", "user", "client_id", "entry", "level")
+ENTRY_LABELS = ("entry", "user", "client_id", "ip", "key")
+#: Per bucket: limit and rate (one family per unit), utilisation, throttle time, throttled.
+SERIES_PER_BUCKET = 5
+PREFIX, HEALTH = "kafka_client_quota", "quota_console"
+DEFAULT_LISTEN = ("127.0.0.1", 9464)
+
+
+def label_name(name: str | None) -> str:
+    """A name as a label value: Kafka's sanitised form; the default is ``<default>``."""
+    return DEFAULT_TEXT if name is None else sanitize(name)
+
+
+def _bucket_labels(row: BucketUsage) -> list[str]:
+    return [row.broker, row.quota_type, row.key,
+            "" if row.user is None else sanitize(row.user),
+            "" if row.client_id is None else sanitize(row.client_id),
+            "" if row.source is None else str(row.source),
+            "" if row.level is None else str(row.level)]
+
+
+def _entry_labels(entity: Entity, key: str) -> list[str]:
+    names = entity.as_dict()
+    parts = [label_name(names[t]) if t in names else "" for t in (USER, CLIENT_ID, IP)]
+    return [str(entity), *parts, key]
+
+
+@dataclass
+class Health:
+    """What the console itself knows about its sources at one scrape."""
+
+    #: endpoint label (its host:port, or the LABEL the user gave) -> answered (True/False).
+    endpoints: dict[str, bool] = field(default_factory=dict)
+    #: node id -> some answering endpoint covers it (the cluster's brokers; none for a sandbox).
+    brokers: dict[str, bool] = field(default_factory=dict)
+    #: seconds since the quota set was last read; None before the first read.
+    quota_set_age_s: float | None = None
+    scrape_duration_s: float = 0.0
+
+
+def families(rows: Sequence[BucketUsage], quotas: Mapping[Entity, Mapping[str, float]],
+             health: Health) -> list[GaugeMetricFamily]:
+    """The gauge families for one scrape: pure, rows and the quota set in, families out."""
+    out: dict[str, GaugeMetricFamily] = {}
+
+    def family(name: str, doc: str, labels: Sequence[str] = ()) -> GaugeMetricFamily:
+        if name not in out:
+            out[name] = GaugeMetricFamily(name, doc, labels=list(labels))
+        return out[name]
+
+    for row in rows:
+        if not row.current:  # nobody is in it with this quota set: not anyone's figure
+            continue
+        labels, unit = _bucket_labels(row), UNIT_OF_KEY[row.key]
+        if row.quota is not None:
+            family(f"{PREFIX}_limit_{unit}", "The quota this bucket runs against on this broker "
+                   "(the entry and level that set it are labels).", BUCKET_LABELS
+                   ).add_metric(labels, row.quota)
+        if row.rate is not None:
+            family(f"{PREFIX}_rate_{unit}", "The rate the broker measures for this bucket over "
+                   "its quota window.", BUCKET_LABELS).add_metric(labels, row.rate)
+        if row.utilisation is not None:
+            family(f"{PREFIX}_utilisation_ratio", "rate / limit for this bucket on this broker "
+                   "(1 = exactly at its quota).", BUCKET_LABELS).add_metric(labels, row.utilisation)
+        family(f"{PREFIX}_throttle_time_seconds", "The broker's own throttle time for this bucket "
+               "(0 when it throttled nobody lately).", BUCKET_LABELS
+               ).add_metric(labels, (row.throttle_ms or 0.0) / 1000.0)
+        family(f"{PREFIX}_throttled", "1 when the bucket is throttled now (the broker reports a "
+               "throttle time, or it is over its quota), else 0.", BUCKET_LABELS
+               ).add_metric(labels, 1.0 if row.throttled else 0.0)
+    for entity in sorted(quotas, key=Entity.sort_key):
+        for key, value in sorted(quotas[entity].items()):
+            if key in UNIT_OF_KEY:
+                family(f"{PREFIX}_configured_{UNIT_OF_KEY[key]}", "The quota value configured "
+                       "for this entry and key (Kafka does not export it).", ENTRY_LABELS
+                       ).add_metric(_entry_labels(entity, key), float(value))
+    up = family(f"{HEALTH}_endpoint_up", "1 when the metrics endpoint answered the last sweep.",
+                ["endpoint"])
+    for label, ok in health.endpoints.items():
+        up.add_metric([label], 1.0 if ok else 0.0)
+    scraped = family(f"{HEALTH}_broker_scraped", "1 when an answering endpoint covers this "
+                     "broker of the cluster, 0 when its throttling is not visible.", ["broker"])
+    for node, ok in health.brokers.items():
+        scraped.add_metric([node], 1.0 if ok else 0.0)
+    age = family(f"{HEALTH}_quota_set_age_seconds", "Seconds since the quota set was last read "
+                 "from the cluster.")
+    age.add_metric([], math.nan if health.quota_set_age_s is None else health.quota_set_age_s)
+    family(f"{HEALTH}_quota_entries", "Entries in the quota set last read.").add_metric(
+        [], float(len(quotas)))
+    family(f"{HEALTH}_scrape_duration_seconds", "How long this scrape took (quota set, "
+           "brokers' endpoints, join).").add_metric([], health.scrape_duration_s)
+    return list(out.values())
+
+
+def series_count(fams: Iterable[GaugeMetricFamily]) -> int:
+    """How many series the families hold (what Prometheus stores per scrape)."""
+    return sum(len(f.samples) for f in fams)
+
+
+class QuotaExporter(_PromCollector):
+    """A ``prometheus_client`` collector: each :meth:`collect` is one fresh scrape.
+
+    ``describe()`` reads the quota set (a backend's); ``endpoints()`` gives the metrics
+    endpoints to sweep (fixed, or filled in from the cluster's brokers each time);
+    ``node_ids()`` the cluster's brokers (empty for a sandbox). A quota set that cannot be read
+    keeps the last one read, and its age grows (the stale-quota-set alert); an endpoint that
+    does not answer is ``endpoint_up 0``; ``log`` hears of each change of state once."""
+
+    def __init__(self, describe: Callable[[], Mapping[Entity, Mapping[str, float]]],
+                 endpoints: Callable[[], Sequence] = lambda: (),
+                 node_ids: Callable[[], Sequence[str]] = lambda: (), *, timeout: float = 5.0,
+                 log: Callable[[str], None] = lambda line: None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._describe, self._endpoints, self._node_ids = describe, endpoints, node_ids
+        self.timeout, self.log, self.clock = timeout, log, clock
+        self._lock = threading.Lock()  # the HTTP server answers on threads: one sweep at a time
+        self._quotas: Mapping[Entity, Mapping[str, float]] = {}
+        self._read_at: float | None = None
+        self._down: set = set()  # what is down now: "quota set", "brokers", ("endpoint", label)
+        self._nodes: tuple[str, ...] = ()
+        self._endpoints_last: list = []
+
+    def read_quotas(self) -> None:
+        """Read the quota set now (the CLI calls it once at start, so a cluster that cannot be
+        read fails the start with its own error)."""
+        self._quotas = self._describe()
+        self._read_at = self.clock()
+
+    def describe(self) -> list:  # prometheus_client: no families known before a scrape
+        return []
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._lock:
+            yield from self.scrape()
+
+    def scrape(self) -> list[GaugeMetricFamily]:
+        from .sweep import scrape_all
+
+        started = self.clock()
+        try:
+            self.read_quotas()
+            self._state("quota set", True, "the quota set is read again")
+        except QuotaError as exc:
+            self._state("quota set", False, f"cannot read the quota set, serving the last one "
+                        f"read: {exc}")
+        try:  # the cluster's brokers (and, with a template, their endpoints)
+            self._nodes = tuple(self._node_ids())
+            endpoints = list(self._endpoints())
+            self._endpoints_last = endpoints
+            self._state("brokers", True, "the cluster's brokers are listed again")
+        except QuotaError as exc:  # keep the last list
+            self._state("brokers", False, f"cannot list the cluster's brokers, keeping the "
+                        f"last list: {exc}")
+            endpoints = self._endpoints_last
+        series, errors = scrape_all(endpoints, self.timeout) if endpoints else ([], [])
+        failed = {e.label for e, _ in errors}
+        for endpoint, exc in errors:
+            self._state(("endpoint", endpoint.label), False,
+                        f"{endpoint.label} does not answer: {exc}")
+        for endpoint in endpoints:
+            if endpoint.label not in failed:
+                self._state(("endpoint", endpoint.label), True,
+                            f"{endpoint.label} answers again")
+        answered = set(getattr(series, "brokers", ()))
+        health = Health({e.label: e.label not in failed for e in endpoints},
+                        {node: node in answered for node in self._nodes},
+                        None if self._read_at is None else self.clock() - self._read_at)
+        rows = join_usage(series, self._quotas)
+        health.scrape_duration_s = self.clock() - started
+        return families(rows, self._quotas, health)
+
+    def _state(self, what, ok: bool, line: str) -> None:
+        if ok and what in self._down:
+            self._down.discard(what)
+            self.log(f"serve-metrics: {line}")
+        elif not ok and what not in self._down:
+            self._down.add(what)
+            self.log(f"serve-metrics: {line}")
+
+
+def parse_listen(text: str, flag: str = "--listen") -> tuple[str, int]:
+    """``HOST:PORT``, ``[V6]:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1; port 0: any free
+    one). Any host is taken (0.0.0.0 too: the user's choice), only a malformed one is a
+    :class:`ParseError`."""
+    value = text.strip()
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = "", value
+    bad = ":" in host and not (host.startswith("[") and host.endswith("]"))
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            bad = True
+    fix = ("give HOST:PORT, e.g. 127.0.0.1:9464 (or [::1]:9464; a port alone listens on "
+           "127.0.0.1)")
+    if not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ParseError(f"{flag} {text!r}: the port must be a number from 0 to 65535; {fix}.",
+                         value=text)
+    if bad or any(c.isspace() or c in "/?#@[]" for c in host):
+        raise ParseError(f"{flag} {text!r}: {host!r} is not a host name or address; {fix}.",
+                         value=text)
+    return host or DEFAULT_LISTEN[0], int(port)
+
+
+def serve(exporter: QuotaExporter, host: str, port: int):
+    """Serve ``exporter`` on ``host:port`` (``/metrics``) on a daemon thread; returns the HTTP
+    server (``.shutdown()`` stops it; ``.server_address`` is where it listens). An address that
+    cannot be bound is a :class:`BackendError` naming it."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry()
+    registry.register(exporter)
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise BackendError(f"Cannot listen on {host}:{port} ({exc.strerror or exc}): give "
+                           f"another address (HOST:PORT), or stop what holds it.",
+                           listen=f"{host}:{port}") from None
+    return server
