@@ -78,6 +78,10 @@ def _input(args: argparse.Namespace) -> LintInput:
     from ..serialization import format_of, read_quota_file
 
     options = _options(args)
+    where = bool(args.sandbox or args.bootstrap_server)
+    if args.file and where:
+        raise UsageError("Lint a FILE or a cluster/sandbox, not both: a file is linted without "
+                         "a cluster (drop --bootstrap-server / --sandbox), or drop FILE.")
     protected = protected_from_config(os.environ) + [parse_protected(p, "--protected")
                                                      for p in args.protected if p]
     usage = history_source = None
@@ -86,10 +90,6 @@ def _input(args: argparse.Namespace) -> LintInput:
 
         usage = read_usage(args.history, max(options.stale_days, options.chronic_days))
         history_source = f"--history {args.history}"
-    where = bool(args.sandbox or args.bootstrap_server)
-    if args.file and where:
-        raise UsageError("Lint a FILE or a cluster/sandbox, not both: a file is linted without "
-                         "a cluster (drop --bootstrap-server / --sandbox), or drop FILE.")
     if args.file:
         path = Path(args.file)
         text = _read_text(path)
