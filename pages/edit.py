@@ -6,6 +6,8 @@ validates without writing; the diff and the known clients whose quota changes ar
 tick the confirmation, Apply. Apply is refused if the entity changed since it was loaded.
 """
 
+import json
+
 import streamlit as st
 
 from quota_core import (Entity, alteration_problems, diff_alteration, format_quota,
@@ -17,6 +19,7 @@ from quota_core.history import client_label, duration_text
 from quota_core.history import what_if as history_what_if
 from quota_core.impact import ANY_OTHER, apply_alteration, fallback, parse_clients_csv
 from quota_core.backends.files import upload_text
+from quota_core.serialization import from_document
 from quota_core.shadows import dead_keys
 from quota_core.live import clients_seen, join_usage
 from quota_core.settle import after_change
@@ -136,6 +139,15 @@ if (ss.get("ed_loaded_entity") != entity or ss.get("ed_reload")
         ss[f"ed_val_{k}"] = editable_text(k, loaded.get(k))
     for stale in ("ed_preview", "ed_confirm", "ed_conflict"):
         ss.pop(stale, None)
+fix = st.query_params.get("fix")  # a fix from the Health page (ui.health.fix_links), once
+if fix and ss.get("ed_fix_seen") != (entity_param, fix):
+    ss["ed_fix_seen"] = (entity_param, fix)
+    try:
+        fill = from_document({"entries": [json.loads(fix)]}, "the fix in the link")
+    except (ValueError, QuotaError):
+        fill = {}
+    for k in keys if entity in fill else ():
+        ss[f"ed_val_{k}"] = editable_text(k, fill[entity].get(k))
 before: dict = ss["ed_before"]
 
 result = ss.get("ed_result")

@@ -29,6 +29,9 @@ st.caption(f"Compare a desired quota set (an `--export` file, edited) with "
            f"**{md(ctx.operator)}**, recorded in the audit log.")
 backend = ctx.backend
 ss = st.session_state
+fix = st.query_params.get("fix")  # a fix from the Health page (ui.health.fix_links), once
+if fix and ss.get("pl_fix_seen") != fix:
+    ss["pl_text"], ss["pl_fix_seen"] = fix, fix
 
 # -- the desired file ---------------------------------------------------------------------------
 with st.container(border=True):

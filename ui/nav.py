@@ -31,6 +31,7 @@ def app_pages(policy: AccessPolicy) -> list:
                 url_path="resolve"),
         st.Page("pages/browse.py", title="Browse quotas", icon=":material/table_view:"),
         st.Page("pages/history.py", title="History", icon=":material/monitoring:"),
+        st.Page("pages/health.py", title="Quota health", icon=":material/health_and_safety:"),
     ]
     if policy.editing_enabled:
         pages.append(st.Page("pages/edit.py", title="Edit quotas", icon=":material/edit:"))

@@ -594,7 +594,9 @@ SUBCOMMANDS = {"collect": (".collect", "scrape broker metrics and snapshot quota
                                                  "quota set changed since"),
                "serve-metrics": (".serve_metrics", "serve each bucket's limit, use and entry as Prometheus series"),
                "configs": (".configs_compat", "a kafka-configs.sh command line, always read "
-                                              "in its dialect (nothing guessed)")}
+                                              "in its dialect (nothing guessed)"),
+               "lint": (".lint", "find the quotas that will hurt someone (exit 0 clean, 2 "
+                                 "findings)")}
 #: Other packages add subcommands through this entry-point group (pyproject.toml): the
 #: pipeline registers ``analyze`` (Spark), so the core names no pipeline module. Each entry
 #: point is a ``main(argv, out, err) -> int``, loaded only when its name is asked for.

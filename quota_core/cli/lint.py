@@ -1,0 +1,158 @@
+"""``kafka-client-quotas lint``: the quotas that will hurt someone, before they do.
+
+Examples::
+
+    kafka-client-quotas lint --bootstrap-server 127.0.0.1:9092 --protected 'svc-*'
+    kafka-client-quotas lint quotas.yaml                      # a desired file, no cluster
+    kafka-client-quotas lint --sandbox q.sqlite --history history/ --output json
+
+Exit status (CONTRACTS): 0 no finding at or above ``--fail-on`` (default warning), 2 findings
+at or above it, 1 any error, wrong flags and a malformed file included. The rules are the one
+table :data:`quota_core.lint.RULES`; this module only assembles.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import TextIO
+
+from ..backends.open import add_backend_arguments, open_backend_from
+from ..brokers import ClusterSettings, read_settings
+from ..errors import QuotaError, UsageError
+from ..lint import (RULE_IDS, SEVERITIES, LintInput, LintOptions, LintReport, parse_protected,
+                    protected_from_config, run_lint, severity_at_least)
+from .exits import exit_code
+from .plan import _check_where, _read_text
+
+PROG = "kafka-client-quotas lint"
+LINT_CLEAN, LINT_FINDINGS = 0, 2
+
+
+def lint_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Find the quotas that will hurt someone: defaults over the "
+        "cluster's own clients, entries that never bind, quotas too small for one batch, and "
+        "with --history the stale, churning and chronically throttled ones. Rules: "
+        + ", ".join(RULE_IDS) + ". Exit 0: clean; 2: findings at or above --fail-on; 1: an "
+        "error (wrong flags and a malformed file too).",
+        epilog="Example: kafka-client-quotas lint quotas.yaml --protected 'client-id:connect-*'")
+    p.add_argument("file", metavar="FILE", nargs="?",
+                   help="a desired quota file (any format `plan` reads), linted without a "
+                        "cluster")
+    add_backend_arguments(p)
+    p.add_argument("--history", metavar="DIR",
+                   help="the collector's usage history (DIR/usage, DIR/quotas) for the "
+                        "traffic rules; alone, its newest quota snapshot is linted")
+    p.add_argument("--protected", action="append", default=[], metavar="PATTERN",
+                   help="a glob over user principals that no <default> entry may bind; "
+                        "client-id:PATTERN for client ids (repeatable; also "
+                        "QUOTA_LINT_PROTECTED)")
+    p.add_argument("--fail-on", choices=SEVERITIES, default="warning",
+                   help="exit 2 on findings at or above this severity (default warning)")
+    p.add_argument("--output", choices=("text", "json"), default="text",
+                   help="text (raw names) or json (a list of findings)")
+    p.add_argument("--stale-days", type=float, default=LintOptions.stale_days, metavar="N",
+                   help="stale: not seen for N days (default 7)")
+    p.add_argument("--chronic-pct", type=float, default=LintOptions.chronic_pct, metavar="X",
+                   help="chronic: throttled more than X %% of the last 7 days (default 10)")
+    p.add_argument("--churn-users", type=int, default=LintOptions.churn_users, metavar="N",
+                   help="churning-principals: N distinct users behind one client id (default "
+                        "10)")
+    return p
+
+
+def _options(args: argparse.Namespace) -> LintOptions:
+    for flag, value in (("--stale-days", args.stale_days), ("--chronic-pct", args.chronic_pct),
+                        ("--churn-users", args.churn_users)):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} {value:g}: give a number greater than 0.")
+    return LintOptions(stale_days=args.stale_days, chronic_pct=args.chronic_pct,
+                       churn_users=args.churn_users)
+
+
+def _input(args: argparse.Namespace) -> LintInput:
+    from ..serialization import format_of, read_quota_file
+
+    options = _options(args)
+    where = bool(args.sandbox or args.bootstrap_server)
+    if args.file and where:
+        raise UsageError("Lint a FILE or a cluster/sandbox, not both: a file is linted without "
+                         "a cluster (drop --bootstrap-server / --sandbox), or drop FILE.")
+    protected = protected_from_config(os.environ) + [parse_protected(p, "--protected")
+                                                     for p in args.protected if p]
+    usage = history_source = None
+    if args.history:
+        from ..lint.history_files import read_usage
+
+        usage = read_usage(args.history, max(options.stale_days, options.chronic_days))
+        history_source = f"--history {args.history}"
+    if args.file:
+        path = Path(args.file)
+        text = _read_text(path)
+        quotas = read_quota_file(text, format_of(path.name, text), source=str(path)).quotas
+        settings = ClusterSettings.defaults("Kafka's defaults: a file has no brokers")
+        source = str(path)
+    elif where:
+        _check_where(args)
+        with open_backend_from(args) as backend:
+            quotas = backend.describe()
+            settings = read_settings(backend)
+        source = f"sandbox {args.sandbox}" if args.sandbox else args.bootstrap_server
+    elif args.history:
+        from ..lint.history_files import read_latest_quotas
+
+        quotas, source = read_latest_quotas(args.history)
+        settings = ClusterSettings.defaults("Kafka's defaults: a history has no brokers")
+    else:
+        raise UsageError("Say what to lint: a desired quota FILE, --bootstrap-server HOST:PORT, "
+                         "--sandbox PATH, or --history DIR.")
+    return LintInput(quotas, source, settings, protected, usage, history_source, options)
+
+
+def format_text(report: LintReport) -> str:
+    blocks = []
+    for f in report.findings:
+        where = "brokers" if f.entity is None else f.entity.display()
+        blocks.append(f"{f.severity} {f.rule} {where}" + (f" {f.key}" if f.key else "") + "\n"
+                      f"  {f.evidence}\n"
+                      f"  fix: {json.dumps(f.fix, ensure_ascii=False, separators=(',', ':'))}\n")
+    return "\n".join(blocks)
+
+
+def summary(report: LintReport) -> str:
+    counts = ", ".join(f"{n} {s}" for s, n in report.counts().items()) or "none"
+    lines = [f"lint: {len(report.findings)} finding{'' if len(report.findings) == 1 else 's'} "
+             f"({counts}); {len(report.ran)} of {len(report.ran) + len(report.skipped)} rules "
+             f"ran."]
+    lines += [f"  ran {rule} on {what}" for rule, what in report.ran]
+    lines += [f"  not run: {rule}: {why}" for rule, why in report.skipped]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    """``lint ...``: 0 clean, 2 findings at or above --fail-on, 1 an error."""
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = lint_parser().parse_args(argv)
+    except SystemExit as exc:  # --help: 0; a usage error: 1, so 2 always means findings
+        return LINT_CLEAN if not exc.code else exit_code("lint", UsageError("usage"))
+    try:
+        report = run_lint(_input(args))
+    except UsageError as exc:
+        err.write(f"{PROG}: error: {exc}\n")
+        return exit_code("lint", exc)
+    except QuotaError as exc:
+        err.write(f"{PROG}: {exc}\n")
+        return exit_code("lint", exc)
+    if args.output == "json":
+        out.write(json.dumps([f.as_dict() for f in report.findings], ensure_ascii=False,
+                             indent=2) + "\n")
+    else:
+        out.write(format_text(report))
+    err.write(summary(report))
+    failing = [f for f in report.findings if severity_at_least(f.severity, args.fail_on)]
+    return LINT_FINDINGS if failing else LINT_CLEAN

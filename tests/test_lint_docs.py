@@ -1,0 +1,25 @@
+"""The README's lint rule table is the code's one table (quota_core.lint.RULES), row for row."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from quota_core.lint import NEEDS, RULES
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _readme_rows() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    table = text.split("| rule | severity | catches | needs | fix |", 1)[1]
+    rows = []
+    for line in table.splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    return rows
+
+
+def test_every_rule_is_in_the_readme_and_the_reverse():
+    expected = [f"| `{r.id}` | {r.severity} | {r.catches} | {NEEDS[r.needs]} | {r.fix} |"
+                for r in RULES]
+    assert _readme_rows() == expected
