@@ -162,7 +162,8 @@ def test_without_metrics_it_serves_the_configured_values_and_stops_on_sigterm(tm
     with open(log, "w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "quota_core", "serve-metrics", "--sandbox",
                                  str(path), "--listen", "127.0.0.1:0"], stderr=err, cwd=REPO,
-                                env={**os.environ, "PYTHONPATH": str(REPO)})
+                                env={**os.environ, "PYTHONPATH": str(REPO),
+                                     "QUOTA_LINT_PROTECTED": "svc-reports"})
     try:
         url = _served_url(log, proc)
         text = urllib.request.urlopen(url, timeout=10).read().decode()
@@ -179,6 +180,11 @@ def test_without_metrics_it_serves_the_configured_values_and_stops_on_sigterm(tm
         ("{user=%3Cdefault%3E, client-id=a%20b}", "%3Cdefault%3E", "a%20b", 50.0)]
     assert got["quota_console_quota_entries"][0].value == 2.0
     assert 0 <= got["quota_console_quota_set_age_seconds"][0].value < 60
+    # The lint findings as a gauge: the default user entry binds the protected svc-reports.
+    assert [(s.labels["rule"], s.labels["severity"], s.labels["entry"], s.labels["key"], s.value)
+            for s in got["quota_console_lint_finding"]
+            if s.labels["rule"] == "protected-under-default"] == [
+        ("protected-under-default", "error", "{user=<default>}", "producer_byte_rate", 1.0)]
 
 
 def test_collect_serve_is_one_process_collecting_and_serving(tmp_path):
@@ -240,7 +246,11 @@ def test_promtool_checks_the_rules_and_every_rule_has_a_passing_unit_test():
     check = subprocess.run([PROMTOOL, "check", "rules", str(MONITORING / "quota-alerts.yml")],
                            capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 5 rules found" in check.stdout
+    import yaml
+
+    count = sum(len(g["rules"]) for g in yaml.safe_load(
+        (MONITORING / "quota-alerts.yml").read_text())["groups"])
+    assert count == 6 and f"SUCCESS: {count} rules found" in check.stdout
     tests = sorted(MONITORING.glob("*test*.yml"))
     run = subprocess.run([PROMTOOL, "test", "rules", *map(str, tests)], capture_output=True,
                          text=True, timeout=60, cwd=MONITORING)

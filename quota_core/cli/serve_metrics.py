@@ -95,8 +95,19 @@ def start(backend, args: argparse.Namespace, host: str, port: int, log, timeout:
         return parse_endpoints(endpoints_from_template(args.metrics_template, info.node_ids,
                                                        info.hosts))
 
+    def lint(quotas):
+        """The lint rules that need only the quota set and the brokers' settings (the
+        traffic rules need a history: ``kafka-client-quotas lint --history``)."""
+        import os
+
+        from ..brokers import read_settings
+        from ..lint import LintInput, protected_from_config, run_lint
+
+        return run_lint(LintInput(quotas, "the served quota set", read_settings(backend),
+                                  protected_from_config(os.environ))).findings
+
     exporter = QuotaExporter(backend.describe, endpoints, lambda: backend.info().node_ids,
-                             timeout=timeout, log=log)
+                             timeout=timeout, log=log, lint=lint)
     exporter.read_quotas()  # a cluster that cannot be read fails the start, with its reason
     server = serve(exporter, host, port)
     bound_host, bound_port = server.server_address[:2]

@@ -97,9 +97,21 @@ class Health:
     scrape_duration_s: float = 0.0
 
 
+#: One series per lint finding (CONTRACTS "Monitoring": the findings as a gauge); ``entry`` is
+#: the entry its fix edits ("" for a broker setting), ``key`` the quota key or broker setting.
+LINT_LABELS = ("rule", "severity", "entry", "user", "client_id", "ip", "key")
+
+
+def _finding_labels(finding) -> list[str]:
+    if finding.entity is None:
+        return [finding.rule, finding.severity, "", "", "", "", finding.key or ""]
+    return [finding.rule, finding.severity, *_entry_labels(finding.entity, finding.key or "")]
+
+
 def families(rows: Sequence[BucketUsage], quotas: Mapping[Entity, Mapping[str, float]],
-             health: Health) -> list[GaugeMetricFamily]:
-    """The gauge families for one scrape: pure, rows and the quota set in, families out."""
+             health: Health, findings: Sequence = ()) -> list[GaugeMetricFamily]:
+    """The gauge families for one scrape: pure, rows, the quota set and the lint findings
+    (:class:`quota_core.lint.Finding`) in, families out."""
     out: dict[str, GaugeMetricFamily] = {}
 
     def family(name: str, doc: str, labels: Sequence[str] = ()) -> GaugeMetricFamily:
@@ -133,6 +145,11 @@ def families(rows: Sequence[BucketUsage], quotas: Mapping[Entity, Mapping[str, f
                 family(f"{PREFIX}_configured_{UNIT_OF_KEY[key]}", "The quota value configured "
                        "for this entry and key (Kafka does not export it).", ENTRY_LABELS
                        ).add_metric(_entry_labels(entity, key), float(value))
+    lint = family(f"{HEALTH}_lint_finding", "1 per finding of kafka-client-quotas lint on the "
+                  "quota set and the brokers' settings (rule, severity, the entry its fix edits).",
+                  LINT_LABELS)
+    for finding in findings:
+        lint.add_metric(_finding_labels(finding), 1.0)
     up = family(f"{HEALTH}_endpoint_up", "1 when the metrics endpoint answered the last sweep.",
                 ["endpoint"])
     for label, ok in health.endpoints.items():
@@ -168,9 +185,11 @@ class QuotaExporter(_PromCollector):
     def __init__(self, describe: Callable[[], Mapping[Entity, Mapping[str, float]]],
                  endpoints: Callable[[], Sequence] = lambda: (),
                  node_ids: Callable[[], Sequence[str]] = lambda: (), *, timeout: float = 5.0,
+                 lint: Callable[[Mapping[Entity, Mapping[str, float]]], Sequence] | None = None,
                  log: Callable[[str], None] = lambda line: None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._describe, self._endpoints, self._node_ids = describe, endpoints, node_ids
+        self._lint = lint
         self.timeout, self.log, self.clock = timeout, log, clock
         self._lock = threading.Lock()  # the HTTP server answers on threads: one sweep at a time
         self._quotas: Mapping[Entity, Mapping[str, float]] = {}
@@ -225,8 +244,9 @@ class QuotaExporter(_PromCollector):
                         {node: node in answered for node in self._nodes},
                         None if self._read_at is None else self.clock() - self._read_at)
         rows = join_usage(series, self._quotas)
+        findings = self._lint(self._quotas) if self._lint is not None else ()
         health.scrape_duration_s = self.clock() - started
-        return families(rows, self._quotas, health)
+        return families(rows, self._quotas, health, findings)
 
     def _state(self, what, ok: bool, line: str) -> None:
         if ok and what in self._down:
