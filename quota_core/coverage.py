@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from .errors import ParseError
 
-__all__ = ["TEMPLATE_FIELDS", "check_template", "endpoint_address", "endpoints_from_template", "unwatched",
+__all__ = ["TEMPLATE_FIELDS", "check_endpoint_flags", "check_template", "endpoint_address", "endpoints_from_template", "unwatched",
            "unwatched_sentence"]
 
 #: The placeholders a metrics template may use: the broker's advertised host, its node id.
@@ -58,6 +58,20 @@ def check_template(template: str) -> None:
     if not template.startswith(("http://", "https://")):
         raise ParseError(f"--metrics-template {template!r}: give an http(s) URL such as "
                          "http://{host}:7071/metrics.")
+
+
+def check_endpoint_flags(metrics: str | None, template: str | None,
+                         bootstrap_server: str | None) -> None:
+    """The flags every command with endpoints shares (the main command, ``collect``,
+    ``serve-metrics``): one of ``--metrics`` / ``--metrics-template``, and a template only with
+    a cluster to fill it in from. A :class:`ParseError` (a usage error) before connecting."""
+    if metrics and template:
+        raise ParseError("--metrics and --metrics-template name the same endpoints: give one.")
+    if template:
+        if not bootstrap_server:
+            raise ParseError("--metrics-template needs --bootstrap-server: the cluster lists the "
+                             "brokers the template is filled in for.")
+        check_template(template)
 
 
 def endpoints_from_template(template: str, node_ids: Sequence[str], hosts: Sequence[str]) -> str:

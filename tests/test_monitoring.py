@@ -123,7 +123,7 @@ def test_a_malformed_listen_is_a_usage_error_naming_it(tmp_path, listen, words):
 
 @pytest.mark.parametrize("flags, words", [
     (["--metrics", "ftp://b1/metrics"], "--metrics 'ftp://b1/metrics': "),
-    (["--metrics", "http://b1/m", "--metrics-template", "http://{host}:1/m"], "not both"),
+    (["--metrics", "http://b1/m", "--metrics-template", "http://{host}:1/m"], "name the same endpoints: give one"),
     (["--scrape-timeout", "0"], "--scrape-timeout 0: give a number of seconds greater than 0."),
     (["--bootstrap-server", "127.0.0.1:9"], "Say whose quotas to serve"),
 ])

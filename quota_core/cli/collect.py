@@ -59,13 +59,9 @@ def _check(args: argparse.Namespace) -> None:
     if bool(args.metrics) == bool(args.metrics_template):
         raise ParseError("Say which endpoints to scrape: --metrics URL[,URL...] or "
                          "--metrics-template TEMPLATE (one of them).")
-    if args.metrics_template:
-        from ..coverage import check_template
+    from ..coverage import check_endpoint_flags
 
-        if not args.bootstrap_server:
-            raise ParseError("--metrics-template needs --bootstrap-server: the cluster lists the "
-                             "brokers the template is filled in for.")
-        check_template(args.metrics_template)
+    check_endpoint_flags(args.metrics, args.metrics_template, args.bootstrap_server)
     if bool(args.sandbox) == bool(args.bootstrap_server):
         raise ParseError("Say whose quotas to snapshot: --bootstrap-server HOST:PORT or "
                          "--sandbox PATH (one of them).")

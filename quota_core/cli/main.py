@@ -451,15 +451,9 @@ def _check_flags(args: argparse.Namespace) -> None:
     for flag, given in (("--metrics", args.metrics), ("--metrics-template", args.metrics_template)):
         if given and not (args.resolve or args.throttled):
             raise UsageError(f"{flag} goes with --resolve or --throttled.")
-    if args.metrics and args.metrics_template:
-        raise UsageError("--metrics and --metrics-template name the same endpoints: give one.")
-    if args.metrics_template:
-        from ..coverage import check_template
+    from ..coverage import check_endpoint_flags
 
-        if not args.bootstrap_server:
-            raise UsageError("--metrics-template needs --bootstrap-server: the cluster lists the "
-                             "brokers the template is filled in for.")
-        check_template(args.metrics_template)
+    check_endpoint_flags(args.metrics, args.metrics_template, args.bootstrap_server)
     if args.metrics:
         from ..telemetry.collector import parse_endpoints
 

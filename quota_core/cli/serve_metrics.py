@@ -57,15 +57,9 @@ def listen_address(args: argparse.Namespace) -> tuple[str, int]:
         from ..telemetry.collector import parse_endpoints
 
         parse_endpoints(args.metrics)  # a malformed URL is refused before connecting
-    if args.metrics and args.metrics_template:
-        raise UsageError("Give --metrics URL[,URL...] or --metrics-template TEMPLATE, not both.")
-    if args.metrics_template:
-        from ..coverage import check_template
+    from ..coverage import check_endpoint_flags
 
-        if not args.bootstrap_server:
-            raise UsageError("--metrics-template needs --bootstrap-server: the cluster lists "
-                             "the brokers the template is filled in for.")
-        check_template(args.metrics_template)
+    check_endpoint_flags(args.metrics, args.metrics_template, args.bootstrap_server)
     if bool(args.sandbox) == bool(args.bootstrap_server):
         raise UsageError("Say whose quotas to serve: --bootstrap-server HOST:PORT or "
                          "--sandbox PATH (one of them).")
