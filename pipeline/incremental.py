@@ -144,6 +144,7 @@ def _versions(spark: "SparkSession", base: str, rollups: Path,
 
     def arrived(df: "DataFrame", batch_id: int) -> None:
         cache.unlink(missing_ok=True)  # before Spark commits the batch: refolded next time
+        df.count()  # the rows are read (and so counted in the query's progress)
 
     rows = _stream(spark, quota_dir, dict(QUOTA_COLUMNS), rollups / files.CHECKPOINTS / "quotas",
                    arrived)

@@ -146,15 +146,16 @@ def run(spark: "SparkSession", usage: str, out: str, when: TimeRange = TimeRange
         kafka_bootstrap: str | None = None, overwrite: bool = False,
         progress: Callable[[str], None] = lambda line: None,
         kafka_client: Mapping[str, str] | None = None, windows: bool = True,
-        rollups_dir: str | None = None) -> Path:
+        rollups_dir: str | None = None, update: bool = True) -> Path:
     """Read, resolve, analyse, write: the whole job. Returns the output directory.
 
     With ``rollups_dir`` the hourly rollups kept there are brought up to date first
     (pipeline.incremental: only what arrived since the last run is read) and the tables come
     from them; without, the samples in ``when`` are rolled up here, in one pass. ``windows``
-    (one row per sample) is written only when asked."""
+    (one row per sample) is written only when asked; ``update=False`` reads the rollups as
+    they are."""
     path = check_out(out, overwrite)
-    if rollups_dir is not None:
+    if rollups_dir is not None and update:
         from .incremental import update_rollups
 
         progress(f"updating the rollups in {rollups_dir}")
