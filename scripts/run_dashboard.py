@@ -94,8 +94,10 @@ def seed_if_empty(backend: QuotaBackend, where: str) -> None:
 
 def demo_history(env: dict[str, str]) -> list[subprocess.Popen]:
     """A demo usage history for the History page (generated once into .cache/demo-history),
-    and its Spark analysis started in the background (niced) unless already done; the page
-    follows its progress. Returns the analysis process to stop on exit, if one started."""
+    and its Spark analysis started in the background (niced): ``analyze --follow``, which
+    keeps the hourly rollups current (every 60 s; the tables rewritten when they change)
+    until it is stopped on exit (SIGTERM). The page follows its progress. Returns the
+    analysis process to stop on exit."""
     from pipeline.demo_history import HistorySpec, generate, write_history
     from ui.settings import Places
 
@@ -105,16 +107,17 @@ def demo_history(env: dict[str, str]) -> list[subprocess.Popen]:
         history = generate(HistorySpec(hours=48, clients=12))
         write_history(history, where.history)
         say(f"demo history: {len(history.usage):,} usage samples over 48 h in {where.history}")
-    if where.ready:
-        return []
     with open(where.log, "w") as log:
+        # --windows: the History page still reads the per-sample table (its heatmap)
         proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline.analyze", "--usage", str(where.history), "--out",
-             str(where.analysis), "--overwrite"], cwd=REPO, stdout=log,
+             str(where.analysis), "--overwrite", "--windows", "--follow", "--interval", "60"],
+            cwd=REPO, stdout=log,
             stderr=subprocess.STDOUT, env=dict(env, PYSPARK_PYTHON=sys.executable),
             preexec_fn=lambda: os.nice(10))
     where.pid.write_text(str(proc.pid))
-    say("analysing the demo history with Spark in the background (History page shows progress)")
+    say("analysing the demo history with Spark in the background, kept current (analyze "
+        "--follow; the History page shows its progress)")
     return [proc]
 
 
