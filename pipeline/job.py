@@ -131,7 +131,9 @@ def read_hourly(spark: "SparkSession", where: str, when: TimeRange) -> "DataFram
         raise PipelineError(f"{where}: no rollups yet (no usage samples were found).",
                             path=where)
     with translating(str(path)):
-        roll = spark.read.parquet(str(path)).withColumn("hour", F.col("hour").cast("string"))
+        # the hour from the rows themselves: Spark's partition type inference could read the
+        # directory names' "2025-01-06T14" as a timestamp
+        roll = spark.read.parquet(str(path)).withColumn("hour", rollups.hour_of(F.col("t_last")))
     if when.start is not None:
         roll = roll.where(F.col("hour") >= F.lit(hour_key(when.start)))
     if when.end is not None:
