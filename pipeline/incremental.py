@@ -116,9 +116,16 @@ def _stream(spark: "SparkSession", path: str, columns: dict[str, str], checkpoin
     with translating(path):
         reader = spark.readStream.schema(schema)
         raw = reader.parquet(path) if fmt == "parquet" else reader.json(path)
-        query = (raw.select("ts").writeStream.foreachBatch(guarded)
-                 .option("checkpointLocation", str(checkpoint))
-                 .trigger(availableNow=True).start())
+        writer = (raw.select("ts").writeStream.foreachBatch(guarded)
+                  .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
+        # A streaming plan runs without adaptive execution anyway; asking for it only adds a
+        # WARN line between the progress lines. The batch jobs inside keep the session's.
+        adaptive = spark.conf.get("spark.sql.adaptive.enabled", "true")
+        spark.conf.set("spark.sql.adaptive.enabled", "false")
+        try:
+            query = writer.start()
+        finally:
+            spark.conf.set("spark.sql.adaptive.enabled", adaptive)
         try:
             query.awaitTermination()
         except Exception:

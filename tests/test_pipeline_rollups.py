@@ -282,3 +282,18 @@ def test_command_line_rollup_flags(tmp_path, capsys):
         with pytest.raises(SystemExit) as info:
             parse_args(argv)
         assert info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_range_reads_the_hours_it_touches(spark, grown):
+    from pipeline.job import read_hourly
+    from pipeline.readers import TimeRange
+
+    base, _, _ = grown
+
+    def hours(start, end) -> list[str]:
+        roll = read_hourly(spark, str(base / "rollups"), TimeRange(start, end))
+        return sorted(r[0] for r in roll.select("hour").distinct().collect())
+
+    assert hours(datetime(2025, 1, 6, 1, 15), datetime(2025, 1, 6, 2)) == [H[1]]
+    assert hours(None, datetime(2025, 1, 6, 2, 30)) == H
+    assert hours(datetime(2025, 1, 6, 3), None) == []
