@@ -40,7 +40,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit pipeline/analyze.py
 from quota_core.backends.open import NumberAction  # noqa: E402
 from quota_core.errors import ParseError, QuotaError  # noqa: E402
 
-__all__ = ["main", "cli_main", "parse_args", "parse_time"]
+__all__ = ["main", "cli_main", "parse_args", "parse_time", "rollups_dir", "stop_on_signals"]
 
 #: Our progress lines are the job's output on stderr: no INFO logs or progress bars between.
 QUIET = {"spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false"}
@@ -240,6 +240,10 @@ def _follow(spark, args, rollups, quotas, analyse, progress) -> int:
 
     from .incremental import follow
 
+    from .output import check_out
+
+    if args.out:  # it is replaced after each update: only an --overwrite of an existing one
+        check_out(args.out, args.overwrite)
     stop = threading.Event()
     previous = stop_on_signals(stop)
 
