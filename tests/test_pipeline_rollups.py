@@ -4,9 +4,8 @@ One history grows step by step in a module fixture, the rollups updated after ea
 
 1. hours 00 and 01 of 2025-01-06 (every 10 min, brokers b1 and b2), one snapshot at 00:00;
 2. nothing new;
-3. hour 02 arrives;
-4. a late sample for 00:35 arrives (a file in an old partition);
-5. a snapshot for 01:30 arrives late, after its samples: alice's client gets its own entry
+3. hour 02 arrives, and with it a late sample for 00:35 (a file for an old hour);
+4. a snapshot for 01:30 arrives late, after its samples: alice's client gets its own entry
    (``{user=alice, client-id=app}`` instead of ``{user=alice, client-id=<default>}``: a
    level change mid-hour) and etl's quota is lowered (a quota change mid-hour).
 
@@ -81,10 +80,9 @@ def grown(spark, tmp_path_factory):
     steps["first"] = (update_rollups(spark, str(base), roll), hours_of(roll))
     steps["nothing"] = (update_rollups(spark, str(base), roll), hours_of(roll))
     put(base, "usage", "h02", usage(2))
-    steps["new hour"] = (update_rollups(spark, str(base), roll), hours_of(roll))
     late = usage(0, [35]).iloc[:1].assign(rate=5000.0)  # alice on b1, over her quota
     put(base, "usage", "late-0035", late)
-    steps["late sample"] = (update_rollups(spark, str(base), roll), hours_of(roll))
+    steps["new hour"] = (update_rollups(spark, str(base), roll), hours_of(roll))
     put(base, "quotas", "q-0130", snapshot(T0 + timedelta(hours=1, minutes=30),
                                            {ALICE: 1000.0, ALICE_APP: 3000.0, ETL: 3200.0}))
     steps["late snapshot"] = (update_rollups(spark, str(base), roll), hours_of(roll))
@@ -111,24 +109,23 @@ def test_each_run_reads_only_what_arrived(grown):
     assert nothing.input_rows == 0 and nothing.hours == []
     pd.testing.assert_frame_equal(after, steps["first"][1])
     new, frame = steps["new hour"]
-    assert new.hours == [H[2]] and new.input_rows == len(usage(2))
+    assert new.hours == [H[0], H[2]] and new.input_rows == len(usage(2)) + 1  # + the late one
     assert new.up_to == "2025-01-06 02:50:00"
     assert sorted(frame["hour"].unique()) == H
 
 
 def test_a_late_sample_redoes_its_hour(grown):
     _, steps, _ = grown
-    late, frame = steps["late sample"]
-    assert late.hours == [H[0]] and late.input_rows == 1
-    before = rows_for(steps["new hour"][1], H[0], "alice").set_index("broker")
+    frame = steps["new hour"][1]
+    before = rows_for(steps["first"][1], H[0], "alice").set_index("broker")
     now = rows_for(frame, H[0], "alice").set_index("broker")
     assert now.loc["b1", "samples"] == before.loc["b1", "samples"] + 1
     assert now.loc["b1", "throttled_s"] == before.loc["b1", "throttled_s"] + 600
     assert now.loc["b1", "max_rate"] == 5000.0
     assert now.loc["b2", "samples"] == before.loc["b2", "samples"]
-    # the other hours were not touched
-    pd.testing.assert_frame_equal(frame[frame["hour"] != H[0]].reset_index(drop=True),
-                                  steps["new hour"][1][lambda f: f["hour"] != H[0]]
+    # hour 01 was not touched
+    pd.testing.assert_frame_equal(frame[frame["hour"] == H[1]].reset_index(drop=True),
+                                  steps["first"][1][lambda f: f["hour"] == H[1]]
                                   .reset_index(drop=True))
 
 
@@ -138,7 +135,7 @@ def test_a_late_snapshot_redoes_the_hours_it_changes(grown):
     # 01: the change falls inside it; 02: its version changed. 00 keeps its version.
     assert late.hours == H[1:] and late.input_rows == 3
     assert frame[frame["hour"] == H[0]].equals(
-        steps["late sample"][1][lambda f: f["hour"] == H[0]])
+        steps["new hour"][1][lambda f: f["hour"] == H[0]])
     # mid-hour: alice's bucket is bound by {user=alice, client-id=<default>} until 01:30,
     # then by its own entry
     alice = rows_for(frame, H[1], "alice")
