@@ -24,6 +24,12 @@ best of N); a warm-up floor run on the smallest size comes first, so the JVM is 
     .venv/bin/python benchmarks/bench_pipeline.py [--samples 1000000,10000000]
         [--buckets 100000] [--entries 100000] [--skip-pandas-10m] [--what-if] [--keep DIR]
 
+With ``--incremental`` it measures the hourly rollups instead (pipeline.incremental): per
+history of ``--incremental-hours`` (default 12, 48, 192 h), ``analyze`` after one new hour
+against the whole re-analysis of the same history (target: <= 0.1x at 48 h), and with
+nothing new. Size it with ``--buckets``, ``--entries``, ``--step-s``, e.g.
+``--incremental --buckets 200 --entries 1000``.
+
 The full default run takes about 6 minutes on 2 cores (its last line says), under 4 with
 ``--skip-pandas-10m``. It holds about 0.9 GB of Parquet under the system temp directory at
 its peak (plus what Spark spills there) and removes it at the end.
@@ -521,6 +527,104 @@ def check_agreement(spark_out: Path, pandas_out: Path, buckets_sample: int, seed
     return ok
 
 
+# -- incremental: rollups after one new hour vs the whole re-analysis ------------------------
+
+INCREMENTAL_TARGET = 0.1  # analyze after 1 new hour, against the full re-analysis (48 h)
+
+
+def _timed(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def incremental(spark, base: Path, hours_list: list[int], buckets: int, entries: int,
+                brokers: int, step_s: int, seed: int) -> dict[int, dict]:
+    """Per history length: build the rollups of all but the last hour (not timed), put the
+    last hour's files back, then time ``analyze`` with the rollups (reads the new hour
+    only), again with nothing new, and the whole re-analysis (``--no-rollups``)."""
+    from pipeline.job import run
+
+    out: dict[int, dict] = {}
+    for hours in hours_list:
+        d = base / f"inc-{hours}h"
+        history = d / "history"
+        samples = buckets * brokers * hours * 3600 // step_s
+        log(f"incremental, {hours} h history: generating {samples:,} samples")
+        info = in_fresh_process(generate, str(history), samples, buckets, entries, brokers,
+                                float(hours), seed)
+        per_hour = 3600 // info["step_s"]
+        held = d / "held"
+        last = [f for f in sorted((history / "usage").rglob("part-*.parquet"))
+                if int(f.stem.split("-")[1]) >= (hours - 1) * per_hour]
+        for f in last:
+            target = held / f.relative_to(history)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            f.rename(target)
+        rollups = str(d / "rollups")
+        build = _timed(lambda: run(spark, str(history), str(d / "t0"), windows=False,
+                                   rollups_dir=rollups))
+        log(f"  rollups of {hours - 1} h built in {build:.1f} s (not compared)")
+        for f in last:
+            (held / f.relative_to(history)).rename(f)
+        marks: list[float] = []
+
+        def mark(line: str) -> None:  # the update ends with its summary line
+            if line.startswith("rollups"):
+                marks.append(time.perf_counter())
+
+        started = time.perf_counter()
+        new_hour = _timed(lambda: run(spark, str(history), str(d / "t1"), windows=False,
+                                      rollups_dir=rollups, progress=mark))
+        update = marks[-1] - started if marks else math.nan
+        started = time.perf_counter()
+        nothing = _timed(lambda: run(spark, str(history), str(d / "t2"), windows=False,
+                                     rollups_dir=rollups, progress=mark))
+        nothing_update = marks[-1] - started if len(marks) > 1 else math.nan
+        whole = _timed(lambda: run(spark, str(history), str(d / "t3"), windows=False))
+        out[hours] = {"samples": info["samples"], "new_hour": new_hour, "nothing": nothing,
+                      "whole": whole, "build": build, "update": update,
+                      "nothing_update": nothing_update,
+                      "hour_samples": info["samples"] // hours}
+        log(f"  after 1 new hour {new_hour:.1f} s (rollups updated in {update:.1f} s), "
+            f"nothing new {nothing:.1f} s (update {nothing_update:.1f} s), whole "
+            f"re-analysis {whole:.1f} s")
+        shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
+def incremental_main(a) -> int:
+    hours_list = sorted({int(h) for h in a.incremental_hours.split(",") if h.strip()})
+    base = Path(tempfile.mkdtemp(prefix="bench-incremental-"))
+    try:
+        spark = start_spark(a.driver_memory)
+        log(f"Spark {spark.version}, master {spark.sparkContext.master}")
+        results = incremental(spark, base, hours_list, a.buckets, a.entries, a.brokers,
+                              a.step_s, a.seed)
+        spark.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    load = os.getloadavg()
+    print()
+    print(f"== incremental analysis: local[2] on {os.cpu_count()} cores, {a.buckets:,} "
+          f"buckets x {a.brokers} brokers, a sample each every {a.step_s} s, "
+          f"{a.entries:,} quota entries; load average {load[0]:.1f}/{load[1]:.1f}/"
+          f"{load[2]:.1f} (above 2: other work shared the 2 cores)")
+    for hours, r in results.items():
+        ratio = r["new_hour"] / r["whole"]
+        target = (f" (target <= {INCREMENTAL_TARGET}x at 48 h: "
+                  f"{'met' if ratio <= INCREMENTAL_TARGET else 'NOT met'})"
+                  if hours == 48 else "")
+        print(f"{hours:>4} h, {r['samples']:>11,} samples ({r['hour_samples']:,} per hour): "
+              f"after 1 new hour {r['new_hour']:6.1f} s, nothing new {r['nothing']:6.1f} s, "
+              f"whole re-analysis {r['whole']:6.1f} s; new hour / whole {ratio:.2f}x{target}")
+        print(f"      of which updating the rollups: {r['update']:.1f} s after the new hour, "
+              f"{r['nothing_update']:.1f} s with nothing new (the rest: the tables over the "
+              f"whole range, from every hour's rollups)")
+    print(f"wall time {time.perf_counter() - _t0:.0f} s")
+    return 0
+
+
 # -- main ------------------------------------------------------------------------------------
 
 def main() -> int:
@@ -541,7 +645,15 @@ def main() -> int:
                    help="buckets whose windows rows are compared")
     p.add_argument("--seed", type=int, default=9)
     p.add_argument("--keep", help="generate into this directory and keep it")
+    p.add_argument("--incremental", action="store_true",
+                   help="instead: analyze after 1 new hour (rollups) vs the whole "
+                        "re-analysis, for --incremental-hours histories")
+    p.add_argument("--incremental-hours", default="12,48,192")
+    p.add_argument("--step-s", type=int, default=300,
+                   help="with --incremental: seconds between a bucket's samples")
     a = p.parse_args()
+    if a.incremental:
+        return incremental_main(a)
     sizes = sorted({int(float(s)) for s in a.samples.split(",") if s.strip()})
     if not sizes or min(sizes) < 1 or a.buckets < 1 or a.entries < 10 or a.runs < 1:
         p.error("--samples, --buckets, --runs must be positive, --entries at least 10")

@@ -2,8 +2,9 @@
 
 Quota semantics stay in quota_core (the ladder, bucket resolution, throttle arithmetic); this
 package reads the collector's history (Parquet or JSON lines under a directory, or its Kafka
-topic), gives every sample the quota that bound it at that time, and writes the analysis
-tables (windows, by_client, by_entry, what_if, sizing). Modules, each small:
+topic), gives every sample the quota that bound it at that time, rolls the samples up by hour (kept
+and updated incrementally), and writes the analysis tables (by_client, by_entry, what_if,
+sizing from the rollups; windows when asked). Modules, each small:
 
 ============== ===========================================================================
 session        the one SparkSession entry (no master set; the Kafka connector as jars)
@@ -14,6 +15,9 @@ snapshots      quota snapshots -> versions in force over time
 resolve        per-bucket resolution on the driver + one broadcast join
 columns        per-sample columns (over quota, utilisation, Kafka's throttle estimate)
 analysis       the tables; job: the whole run; output: all-or-nothing writes
+rollups        hourly rollups per (broker, bucket, key, level); sketches: KLL rate sketches
+incremental    keeps the rollups current (availableNow file streams, hours redone)
+rollup_files   the rollups folder's layout; read_rollups (pyarrow, no Spark) for the pages
 analyze        the command line (``python -m pipeline.analyze``, ``spark-submit``)
 demo_history   a realistic history generator (pandas only)
 ============== ===========================================================================

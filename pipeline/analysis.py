@@ -15,9 +15,11 @@ sizing     source entry and key: the smallest quota keeping every bucket's p99 r
 
 Rates are per broker (quotas are enforced by each broker on its own), so percentiles are over
 per-broker samples and ``throttled_s`` sums ``interval_s`` over them: broker-seconds.
-Percentiles are exact, Spark's ``percentile`` rule (linear between the closest ranks) applied to
-each group's sorted rates (:func:`per_level`), so a local run and a cluster run agree to the bit.
-by_client, by_entry and sizing all come from :func:`per_level`, one pass over the samples.
+by_client, by_entry and sizing take a per-(bucket, level) summary: :func:`per_level` (one pass
+over the samples, ``rates`` as sorted arrays: percentiles exactly Spark's ``percentile``, linear
+between the closest ranks) or pipeline.rollups.levels (hourly rollups merged, ``rates`` as KLL
+sketches: the same percentiles while a sketch holds every rate, else within its rank error;
+see pipeline.sketches). The job uses the rollups.
 """
 from __future__ import annotations
 
@@ -111,6 +113,19 @@ def _percentile(sorted_values: "Column", p: float) -> "Column":
     return F.when(n > 0, F.when(low == high, low).otherwise(between))
 
 
+def _sketched(levels: "DataFrame") -> bool:
+    """Whether ``levels`` carries its rates as KLL sketches (rollups) or sorted arrays."""
+    from pyspark.sql.types import BinaryType
+
+    return isinstance(levels.schema["rates"].dataType, BinaryType)
+
+
+def _rate_percentile(levels: "DataFrame", rates: "Column", p: float) -> "Column":
+    from . import sketches
+
+    return sketches.percentile(rates, p) if _sketched(levels) else _percentile(rates, p)
+
+
 def per_level(win: "DataFrame", bucket: "Column", names: "DataFrame") -> "DataFrame":
     """What the summaries need of every sample, per bucket and level: sums, maxima and the
     sorted rates. Within a bucket the level decides the source entry, so these are also the
@@ -149,11 +164,15 @@ def per_level(win: "DataFrame", bucket: "Column", names: "DataFrame") -> "DataFr
 
 
 def by_client(levels: "DataFrame") -> "DataFrame":
-    """From :func:`per_level`."""
+    """From :func:`per_level` or pipeline.rollups.levels."""
     from pyspark.sql import functions as F
 
-    # A bucket's rates are its levels' sorted rates merged (mostly one level: already sorted).
-    rates = F.sort_array(F.flatten(F.collect_list("rates")))
+    from . import sketches
+
+    # A bucket's rates are its levels' rates merged (sorted arrays: mostly one level, already
+    # sorted; or sketches).
+    rates = (sketches.merge_agg("rates") if _sketched(levels)
+             else F.sort_array(F.flatten(F.collect_list("rates"))))
     agg = levels.groupBy("bucket_id").agg(
         *[F.first(c).alias(c) for c in BUCKET],
         F.sum("throttled_s").alias("throttled_s"),
@@ -167,13 +186,13 @@ def by_client(levels: "DataFrame") -> "DataFrame":
         F.array_sort(F.array_distinct(F.collect_list("source"))).alias("entries"),
     )
     return agg.select(*BUCKET, "throttled_s", "broker_throttled_s", "max_utilisation",
-                      _percentile(F.col("rates"), 0.95).alias("p95_rate"),
-                      _percentile(F.col("rates"), 0.99).alias("p99_rate"),
+                      _rate_percentile(levels, F.col("rates"), 0.95).alias("p95_rate"),
+                      _rate_percentile(levels, F.col("rates"), 0.99).alias("p99_rate"),
                       "samples", "brokers", "entries")
 
 
 def by_entry(levels: "DataFrame") -> "DataFrame":
-    """From :func:`per_level`."""
+    """From :func:`per_level` or pipeline.rollups.levels."""
     from pyspark.sql import functions as F
 
     per_bucket = levels.where(F.col("level") > 0).select(*ENTRY, "user", "client_id",
@@ -192,11 +211,12 @@ def sizing(levels: "DataFrame") -> "DataFrame":
     """Per entry: ``suggested_quota`` = the largest p99 rate among the buckets it bound (the
     smallest per-bucket quota under which every one of them stays at or below its p99),
     rounded up for whole-number keys; ``current_quota`` is the entry's latest value.
-    From :func:`per_level`."""
+    From :func:`per_level` or pipeline.rollups.levels (p99 then within the sketch's rank
+    error for buckets of more than pipeline.sketches.K samples)."""
     from pyspark.sql import functions as F
 
     per_bucket = levels.where(F.col("level") > 0).select(
-        *ENTRY, "user", "client_id", _percentile(F.col("rates"), 0.99).alias("p99"),
+        *ENTRY, "user", "client_id", _rate_percentile(levels, F.col("rates"), 0.99).alias("p99"),
         "q_last", "t_last")
     agg = per_bucket.groupBy(*ENTRY).agg(
         F.max("p99").alias("p99_max"),

@@ -5,6 +5,13 @@ Example::
 
     python -m pipeline.analyze --usage history/ --from 2025-01-01 --to 2025-01-07 \\
         --what-if proposed.yaml --out report/
+    python -m pipeline.analyze --usage history/ --follow --interval 60   # beside the collector
+
+A local folder's hourly rollups are kept in ``--rollups DIR`` (default ``history/rollups``)
+and brought up to date first: a run reads only the files that arrived since the last one
+(pipeline.incremental). The tables come from the rollups; ``--windows`` adds the per-sample
+table. ``--follow`` keeps the rollups current until SIGINT/SIGTERM (the update under way
+finishes; exit 0).
 
 Progress lines go to stderr; the exit status is 0 on success, 1 when an input or output is
 unusable (one line saying which file and column) or the topic's cluster did not answer within
@@ -33,7 +40,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit pipeline/analyze.py
 from quota_core.backends.open import NumberAction  # noqa: E402
 from quota_core.errors import ParseError, QuotaError  # noqa: E402
 
-__all__ = ["main", "cli_main", "parse_args", "parse_time"]
+__all__ = ["main", "cli_main", "parse_args", "parse_time", "rollups_dir", "stop_on_signals"]
 
 #: Our progress lines are the job's output on stderr: no INFO logs or progress bars between.
 QUIET = {"spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false"}
@@ -74,9 +81,28 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--to", dest="end", type=lambda t: parse_time(t, end=True),
                    help="last day (inclusive) or time (exclusive), UTC")
     p.add_argument("--what-if", help="a quota export to compare against (what_if table)")
-    p.add_argument("--out", required=True, help="directory to create with the tables")
+    p.add_argument("--out", help="directory to create with the tables (needed unless --follow)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--windows", action="store_true",
+                   help="also write the windows table (one row per sample: large)")
+    p.add_argument("--rollups", metavar="DIR",
+                   help="where the hourly rollups are kept and updated (default: "
+                        "<usage folder>/rollups; a kafka:TOPIC or Spark Connect run is whole)")
+    p.add_argument("--no-rollups", action="store_true",
+                   help="analyse the samples in --from/--to whole, keeping no rollups")
+    p.add_argument("--follow", action="store_true",
+                   help="keep the rollups current: update them every --interval until "
+                        "SIGINT/SIGTERM (with --out, the tables are rewritten after each)")
+    p.add_argument("--interval", type=float, action=NumberAction, default=60.0,
+                   metavar="SECONDS", help="with --follow, the pause between updates "
+                                           "(default 60)")
     args = p.parse_args(argv)
+    if args.out is None and not args.follow:
+        p.error("--out is required (unless --follow)")
+    if not (math.isfinite(args.interval) and 0 < args.interval <= 86400):
+        p.error(f"--interval {args.interval:g}: give a number of seconds between 0 and 86400")
+    if args.no_rollups and (args.rollups or args.follow):
+        p.error("--no-rollups goes with neither --rollups nor --follow")
     for flag, value in (("--from", args.start), ("--to", args.end)):
         if isinstance(value, list):  # Python 3.11's argparse gives [] for "--flag=--"
             p.error(f"{flag} --: give a date")
@@ -148,11 +174,20 @@ def main(argv: list[str] | None = None) -> int:
         quotas = _load_set(args.quotas) if args.quotas else None
         what_if = _load_set(args.what_if) if args.what_if else None
         _check_usage_folder(args.usage)
+        rollups = rollups_dir(args)
         client = _kafka_client(args)
         progress("starting Spark")
         spark = get_session(conf=QUIET, with_kafka=args.usage.startswith("kafka:"))
-        out = run(spark, args.usage, args.out, TimeRange(args.start, args.end), quotas, what_if,
-                  args.kafka_bootstrap, args.overwrite, progress, kafka_client=client)
+        when = TimeRange(args.start, args.end)
+
+        def analyse(overwrite: bool, update: bool = True) -> Path:
+            return run(spark, args.usage, args.out, when, quotas, what_if,
+                       args.kafka_bootstrap, overwrite, progress, kafka_client=client,
+                       windows=args.windows, rollups_dir=rollups, update=update)
+
+        if args.follow:
+            return _follow(spark, args, rollups, quotas, analyse, progress)
+        out = analyse(args.overwrite, rollups)
     except ParseError as exc:  # a malformed or unreadable input the user named
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -160,6 +195,69 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     progress(f"done: {out}")
+    return 0
+
+
+def rollups_dir(args: argparse.Namespace) -> str | None:
+    """Where the rollups are kept: ``--rollups``, else ``<usage folder>/rollups`` for a local
+    folder on a classic session; None (the range analysed whole) for ``--no-rollups``, a
+    topic, a remote path, or Spark Connect (its server would run the streaming queries'
+    Python)."""
+    from .session import _remote
+
+    if args.no_rollups:
+        return None
+    if args.usage.startswith("kafka:") or "://" in args.usage:
+        if args.rollups or args.follow:
+            raise ParseError(f"--usage {args.usage}: rollups (--rollups, --follow) are kept "
+                             f"for a local folder only.")
+        return None
+    if args.rollups:
+        return args.rollups
+    if _remote():
+        if args.follow:
+            raise ParseError("--follow needs a classic Spark session, not Spark Connect.")
+        return None
+    return str(Path(args.usage) / "rollups")
+
+
+def stop_on_signals(stop) -> dict:
+    """SIGINT and SIGTERM set ``stop`` (a threading.Event) instead of killing the run; the
+    previous handlers are returned, to put back."""
+    import signal
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, lambda signum, frame: stop.set())
+    return previous
+
+
+def _follow(spark, args, rollups, quotas, analyse, progress) -> int:
+    """``--follow``: rollups updated every ``--interval`` (and the tables, with ``--out``)
+    until SIGINT/SIGTERM; the update under way finishes first. Exit 0."""
+    import signal
+    import threading
+
+    from .incremental import follow
+
+    from .output import check_out
+
+    if args.out:  # it is replaced after each update: only an --overwrite of an existing one
+        check_out(args.out, args.overwrite)
+    stop = threading.Event()
+    previous = stop_on_signals(stop)
+
+    def after(update) -> None:
+        if args.out and (update.hours or not Path(args.out).exists()):
+            progress(f"done: {analyse(True, update=False)}")
+
+    try:
+        progress(f"following {args.usage} every {args.interval:g} s (SIGINT/SIGTERM stops)")
+        runs = follow(spark, args.usage, rollups, quotas, args.interval, stop, progress, after)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    progress(f"stopped after {runs} update(s)")
     return 0
 
 

@@ -1,7 +1,9 @@
-"""The analysis as a library call: inputs in, the five tables out (no argv, no printing).
+"""The analysis as a library call: inputs in, the tables out (no argv, no printing).
 
 :func:`run` is what ``pipeline.analyze`` (the command line) and the tests call; it reads,
-resolves, derives the tables and writes them all or nothing.
+resolves, rolls the samples up by hour (pipeline.rollups; kept and updated incrementally
+with a rollups directory, pipeline.incremental), derives the tables from the rollups and
+writes them all or nothing.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from quota_core.entities import Entity
 
-from . import analysis
+from . import analysis, rollups
 from .errors import PipelineError
 from .output import WINDOWS_OPTIONS, check_out, staged, write_table
 from .readers import TimeRange, check_buckets, read_quota_rows, read_usage
@@ -24,12 +26,14 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["Inputs", "load_inputs", "build_windows", "derived_tables", "build_tables", "run"]
+__all__ = ["Inputs", "load_inputs", "build_windows", "summary_levels", "derived_tables",
+           "build_tables", "read_hourly", "run"]
 
 QuotaSet = Mapping[Entity, Mapping[str, float]]
-#: The scratch table under the output's staging directory, removed before it is renamed
-#: (not "_..." or ".…": Spark would not read it back).
-LEVELS = "per_level-scratch"
+#: Scratch tables under the output's staging directory, removed before it is renamed
+#: (not "_..." or ".…": Spark would not read them back).
+LEVELS = "levels-scratch"
+ROLLUPS = "rollups-scratch"
 
 
 @dataclass
@@ -90,54 +94,107 @@ def build_windows(inputs: Inputs) -> tuple["DataFrame", "pd.DataFrame"]:
 
 
 def summary_levels(win: "DataFrame", names: "pd.DataFrame") -> "DataFrame":
-    """analysis.per_level of ``win``, lazily, with ``names`` from :func:`build_windows`."""
+    """analysis.per_level of ``win``, lazily, with ``names`` from :func:`build_windows`
+    (the exact per-sample summary; the job itself summarises from rollups)."""
     frame = win.sparkSession.createDataFrame(names, analysis.NAMES_SCHEMA)
     return analysis.per_level(win, analysis.bucket_id(frame), frame)
 
 
-def derived_tables(win: "DataFrame", levels: "DataFrame", what_if: QuotaSet | None = None
+def derived_tables(roll: "DataFrame", levels: "DataFrame", what_if: QuotaSet | None = None
                    ) -> dict[str, "DataFrame"]:
-    """The tables computed from ``windows`` and its :func:`analysis.per_level` summary,
-    lazily, in the order they are written."""
+    """The tables computed from hourly rollups (pipeline.rollups) and their
+    :func:`pipeline.rollups.levels`, lazily, in the order they are written."""
     tables = {"by_client": analysis.by_client(levels), "by_entry": analysis.by_entry(levels)}
     if what_if is not None:
-        tables["what_if"] = analysis.what_if(win, single_version(what_if))
+        tables["what_if"] = rollups.what_if(roll, single_version(what_if))
     tables["sizing"] = analysis.sizing(levels)
     return tables
 
 
 def build_tables(inputs: Inputs, what_if: QuotaSet | None = None) -> dict[str, "DataFrame"]:
     """Every table, lazily (each derived one computes ``windows`` again; :func:`run` instead
-    derives them from the windows it wrote)."""
-    win, names = build_windows(inputs)
-    return {"windows": win, **derived_tables(win, summary_levels(win, names), what_if)}
+    derives them from rollups it writes once)."""
+    win, _ = build_windows(inputs)
+    roll = rollups.hourly(win)
+    return {"windows": win, **derived_tables(roll, rollups.levels(roll), what_if)}
+
+
+def read_hourly(spark: "SparkSession", where: str, when: TimeRange) -> "DataFrame":
+    """The rollups kept under ``where`` (``--rollups``) whose hour touches ``when``: a range
+    not on the hour is widened to the hours it touches."""
+    from pyspark.sql import functions as F
+
+    from .rollup_files import HOURLY, hour_key
+
+    path = Path(where) / HOURLY
+    if not path.is_dir():
+        raise PipelineError(f"{where}: no rollups yet (no usage samples were found).",
+                            path=where)
+    with translating(str(path)):
+        # the hour from the rows themselves: Spark's partition type inference could read the
+        # directory names' "2025-01-06T14" as a timestamp
+        roll = spark.read.parquet(str(path)).withColumn("hour", rollups.hour_of(F.col("t_last")))
+    if when.start is not None:
+        roll = roll.where(F.col("hour") >= F.lit(hour_key(when.start)))
+    if when.end is not None:
+        on_hour = when.end == when.end.replace(minute=0, second=0, microsecond=0)
+        key = F.lit(hour_key(when.end))
+        roll = roll.where(F.col("hour") < key if on_hour else F.col("hour") <= key)
+    return roll
 
 
 def run(spark: "SparkSession", usage: str, out: str, when: TimeRange = TimeRange(),
         quotas: QuotaSet | None = None, what_if: QuotaSet | None = None,
         kafka_bootstrap: str | None = None, overwrite: bool = False,
         progress: Callable[[str], None] = lambda line: None,
-        kafka_client: Mapping[str, str] | None = None) -> Path:
-    """Read, resolve, analyse, write: the whole job. Returns the output directory."""
+        kafka_client: Mapping[str, str] | None = None, windows: bool = True,
+        rollups_dir: str | None = None, update: bool = True) -> Path:
+    """Read, resolve, analyse, write: the whole job. Returns the output directory.
+
+    With ``rollups_dir`` the hourly rollups kept there are brought up to date first
+    (pipeline.incremental: only what arrived since the last run is read) and the tables come
+    from them; without, the samples in ``when`` are rolled up here, in one pass. ``windows``
+    (one row per sample) is written only when asked; ``update=False`` reads the rollups as
+    they are."""
     path = check_out(out, overwrite)
-    progress(f"reading {usage} ({when.describe()})")
-    inputs = load_inputs(spark, usage, when, quotas, kafka_bootstrap, kafka_client)
-    progress(f"{len(inputs.versions)} quota version(s); resolving buckets")
-    win, names = build_windows(inputs)
+    if rollups_dir is not None and update:
+        from .incremental import update_rollups
+
+        progress(f"updating the rollups in {rollups_dir}")
+        progress(update_rollups(spark, usage, rollups_dir, quotas, progress).describe())
     with staged(out, overwrite) as tmp:
-        written = write_table(win, tmp, "windows", progress, WINDOWS_OPTIONS)
-        # The other tables read windows back, only the columns each needs: cheaper than
-        # computing it again, or caching every sample (more than a default 1g driver holds).
-        with translating(f"reading {written}"):
-            win = spark.read.parquet(written)
-        # per_level is read three times: written once (small) beside the tables, and
-        # removed before they appear. (A cache of it, rates arrays and all, read slower.)
-        levels_at = write_table(summary_levels(win, names), tmp, LEVELS, progress)
-        try:
-            with translating(f"reading {levels_at}"):
-                levels = spark.read.parquet(levels_at)
-            for name, df in derived_tables(win, levels, what_if).items():
-                write_table(df, tmp, name, progress)
-        finally:
-            shutil.rmtree(levels_at, ignore_errors=True)
+        roll = None
+        if rollups_dir is not None:
+            roll = read_hourly(spark, rollups_dir, when)
+            if roll.limit(1).count() == 0:
+                raise PipelineError(f"{rollups_dir}: no usage samples from {when.describe()}: "
+                                    f"widen --from/--to or check the collector ran then.",
+                                    path=rollups_dir)
+        if windows or roll is None:
+            progress(f"reading {usage} ({when.describe()})")
+            inputs = load_inputs(spark, usage, when, quotas, kafka_bootstrap, kafka_client)
+            progress(f"{len(inputs.versions)} quota version(s); resolving buckets")
+            win, _ = build_windows(inputs)
+            if windows:
+                written = write_table(win, tmp, "windows", progress, WINDOWS_OPTIONS)
+                # Rolled up from windows read back (only the columns needed): cheaper than
+                # computing it again, or caching every sample (more than a 1g driver holds).
+                with translating(f"reading {written}"):
+                    win = spark.read.parquet(written)
+            if roll is None:
+                roll = _scratch(spark, rollups.hourly(win), tmp, ROLLUPS, progress)
+        # The per-level summary is read three times: written once (small) beside the tables,
+        # and removed before they appear. (A cache of it read slower.)
+        levels = _scratch(spark, rollups.levels(roll), tmp, LEVELS, progress)
+        for name, df in derived_tables(roll, levels, what_if).items():
+            write_table(df, tmp, name, progress)
+        for scratch in (ROLLUPS, LEVELS):
+            shutil.rmtree(tmp / scratch, ignore_errors=True)
     return path
+
+
+def _scratch(spark: "SparkSession", df: "DataFrame", tmp: Path, name: str,
+             progress: Callable[[str], None]) -> "DataFrame":
+    at = write_table(df, tmp, name, progress)
+    with translating(f"reading {at}"):
+        return spark.read.parquet(at)

@@ -184,8 +184,9 @@ def loopback_spark(env: dict[str, str]) -> None:
 def demo_history(env: dict[str, str], node_ids: list[int], quotas) -> list[subprocess.Popen]:
     """The demo usage history for the History page (:func:`make_history`, written afresh on
     every run into .cache/demo-history: it ends now), and its Spark analysis started in the
-    background (niced), the old one removed first so the page never shows tables of another
-    history; the page follows its progress. Returns the analysis process to stop on exit."""
+    background (niced): ``analyze --follow``, which keeps the hourly rollups current until it is
+    stopped on exit (SIGTERM). The old analysis is removed first so the page never shows tables
+    of another history; the page follows its progress. Returns the process to stop on exit."""
     from pipeline.demo_history import write_history
     from ui.settings import Places
 
@@ -200,13 +201,16 @@ def demo_history(env: dict[str, str], node_ids: list[int], quotas) -> list[subpr
     say(f"demo history: {len(history.usage):,} usage samples over the last 48 h on "
         f"broker{'s' if len(brokers) > 1 else ''} {', '.join(brokers)} in {where.history}")
     with open(where.log, "w") as log:
+        # --windows: the History page still reads the per-sample table (its heatmap)
         proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline.analyze", "--usage", str(where.history), "--out",
-             str(where.analysis), "--overwrite"], cwd=REPO, stdout=log,
+             str(where.analysis), "--overwrite", "--windows", "--follow", "--interval", "60"],
+            cwd=REPO, stdout=log,
             stderr=subprocess.STDOUT, env=dict(env, PYSPARK_PYTHON=sys.executable),
             preexec_fn=lambda: os.nice(10))
     where.pid.write_text(str(proc.pid))
-    say("analysing the demo history with Spark in the background (History page shows progress)")
+    say("analysing the demo history with Spark in the background, kept current (analyze "
+        "--follow; the History page shows its progress)")
     return [proc]
 
 

@@ -102,7 +102,7 @@ def test_standalone_cluster_gives_the_same_tables(spark, spark_standalone, histo
     for key, value in SUBMIT_CONF.items():
         argv += ["--conf", f"{key}={value}"]
     argv += [str(REPO / "pipeline" / "analyze.py"), "--usage", str(history_dir),
-             "--out", str(tmp_path / "cluster")]
+             "--out", str(tmp_path / "cluster"), "--windows"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300,
                           env={**os.environ, **LOOPBACK_ENV}, cwd=tmp_path)
     # spark-submit passes the Python driver's stderr on through its own stdout

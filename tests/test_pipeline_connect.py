@@ -142,7 +142,8 @@ def connect_run(spark, spark_connect, history_dir, tmp_path_factory):
     client = base / "client"  # its cwd: not the server's
     client.mkdir()
     argv = [sys.executable, "-m", "quota_core", "analyze", "--usage", str(history_dir),
-            "--what-if", str(history_dir / "proposed.json"), "--out", str(base / "connect")]
+            "--what-if", str(history_dir / "proposed.json"), "--out", str(base / "connect"),
+            "--windows"]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env,
                               cwd=client)

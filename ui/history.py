@@ -89,7 +89,8 @@ def start_job(p: Places) -> None:
     with open(p.log, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline.analyze", "--usage", str(p.history), "--out",
-             str(p.analysis), "--overwrite"], cwd=REPO_ROOT, env=env, stdout=log,
+             str(p.analysis), "--overwrite", "--windows"],  # the page reads windows
+            cwd=REPO_ROOT, env=env, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True)
     p.pid.write_text(str(proc.pid))
 
