@@ -876,18 +876,22 @@ class KafkaBackend(QuotaBackend):
         return {a.entity: everything.get(a.entity, {}) for a in alterations}
 
     # -- every broker of the cluster ----------------------------------------------------------
-    def brokers(self, deadline: float | None = None) -> list[tuple[int, str]]:
-        """The brokers of the cluster now, ``(node id, "host:port")`` in node-id order: the
-        brokers the metadata lists (registered and not fenced), as a broker answers Metadata
-        (in KRaft, the DescribeCluster list). kafka-python's view of the cluster is updated with
-        them, so a request can go to any of them."""
-        response = self._call(lambda: MetadataRequest(topics=[]), "listing the cluster's brokers",
-                              deadline=deadline)
+    def _metadata(self, action: str, deadline: float | None = None):
+        """One Metadata answer (the cluster id and its brokers: registered and not fenced, in
+        KRaft DescribeCluster's list; every broker since 0.10 answers it). kafka-python's view
+        of the cluster is updated with it, so a request can go to any of those brokers. The one
+        read behind :meth:`info` and :meth:`brokers`."""
+        response = self._call(lambda: MetadataRequest(topics=[]), action, deadline=deadline)
 
         async def update() -> None:  # on the IO thread, which owns the cluster metadata
             self._manager.cluster.update_metadata(response)
 
         self._net.run(update)
+        return response
+
+    def brokers(self, deadline: float | None = None) -> list[tuple[int, str]]:
+        """The brokers of the cluster now, ``(node id, "host:port")`` in node-id order."""
+        response = self._metadata("listing the cluster's brokers", deadline)
         return sorted((b[0], f"{b[1]}:{b[2]}") for b in response.brokers)
 
     def _await_brokers(self, applied: Sequence[Alteration]) -> dict[int, list[Entity]]:
@@ -994,7 +998,7 @@ class KafkaBackend(QuotaBackend):
     def info(self) -> ClusterInfo:
         # The cluster id of the Metadata answer is DescribeCluster's (both read it from the
         # broker's metadata image); Metadata is what every broker since 0.10 answers.
-        response = self._call(lambda: MetadataRequest(topics=[]), "reading cluster metadata")
+        response = self._metadata("reading cluster metadata")
         brokers = sorted(((str(b[0]), str(b[1])) for b in response.brokers),
                          key=lambda b: _node_order(b[0]))
         return ClusterInfo("kafka", self.bootstrap_servers, response.cluster_id,

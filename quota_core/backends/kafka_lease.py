@@ -113,6 +113,16 @@ def lease_min_isr(replicas: int) -> int:
     return 2 if replicas >= 3 else 1
 
 
+def _transient(exc: BaseException) -> bool:
+    """A librdkafka error worth asking again (a moved leader or controller, a timeout, a lost
+    connection), not a refusal."""
+    from confluent_kafka import KafkaError
+
+    err = _kafka_error(exc)
+    return err is not None and _refusal(exc, None) is None and (
+        err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT))
+
+
 def _new_admin(conf: Mapping[str, object]):
     from confluent_kafka.admin import AdminClient
 
@@ -148,9 +158,7 @@ def _ensure_topic(conf: Mapping[str, object], admin, wait_s: float):
             err = _kafka_error(exc)
             if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 return None
-            if err is None or _refusal(exc, None) is not None or not (
-                    err.retriable() or err.code() in (KafkaError._TIMED_OUT,
-                                                      KafkaError._TRANSPORT)):
+            if not _transient(exc):
                 raise
             box["admin"] = _new_admin(conf)
             return False
@@ -164,7 +172,7 @@ def _ensure_topic(conf: Mapping[str, object], admin, wait_s: float):
     created = False
     while True:
         state = led()
-        if state:
+        if state or time.monotonic() >= deadline:
             return box["admin"]
         if state is None and not created:
             try:
@@ -176,19 +184,27 @@ def _ensure_topic(conf: Mapping[str, object], admin, wait_s: float):
             new = NewTopic(LEASE_TOPIC, num_partitions=1, replication_factor=replicas, config={
                 "cleanup.policy": "delete", "retention.ms": str(_TICKETS_KEPT_MS),
                 "min.insync.replicas": str(lease_min_isr(replicas))})
+            left = short()
             try:
-                box["admin"].create_topics([new], operation_timeout=wait_s)[LEASE_TOPIC].result(
-                    max(0.5, deadline - time.monotonic()))
+                box["admin"].create_topics([new], operation_timeout=left,
+                                           request_timeout=left)[LEASE_TOPIC].result(left + 1)
             except KafkaException as exc:
                 err = _kafka_error(exc)
-                if err is None or err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                if err is not None and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    created = True
+                elif _transient(exc) and time.monotonic() < deadline:
+                    box["admin"] = _new_admin(conf)  # asked again: led() sees if it was made
+                else:
                     raise
-            created = True
+            except TimeoutError:  # sent to a broker that died? asked again, as above
+                if time.monotonic() >= deadline:
+                    raise
+                box["admin"] = _new_admin(conf)
+            else:
+                created = True
             continue
         # A topic just created has no leader for a moment; list_offsets then fails with "No
         # leaders found" (the first writer on a fresh cluster). Wait for one, within wait_s.
-        if time.monotonic() >= deadline:
-            return box["admin"]
         time.sleep(0.1)
 
 
@@ -356,7 +372,7 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
             raise
         raise ConnectionFailed(
             f"Cannot take the cluster's write lease ({LEASE_TOPIC}): the cluster did not answer "
-            f"within {wait_s:g} s ({exc or 'timed out'}). Nothing was written. When a broker has "
+            f"within {wait_s:g} s{f' ({exc})' if str(exc) else ''}. Nothing was written. When a broker has "
             f"just died, Kafka moves its partitions after its session expires: try again, or "
             f"give a longer --timeout.") from None
     finally:
