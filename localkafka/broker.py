@@ -645,7 +645,7 @@ class LocalBroker:
             "controller_port": self.controller_port, "cluster_id": self.cluster_id,
             "metrics_port": self.metrics_port, "metrics_url": self.metrics_url,
             "sasl": self.sasl, "workdir": str(self.workdir), "users": self.users,
-            "node_id": self.node_id,
+            "node_id": self.node_id, "quorum": self._quorum, "replication": self.replication,
         }
         path = self.workdir / STATE_FILE
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -665,9 +665,11 @@ class LocalBroker:
             return None
         broker = cls(workdir, sasl=bool(state["sasl"]), port=int(state["port"]),
                      users=state.get("users") or None, detached=True,
-                     node_id=int(state.get("node_id", 1)))
+                     node_id=int(state.get("node_id", 1)), quorum=state.get("quorum"),
+                     replication=int(state.get("replication", 1)))
         broker.controller_port = state.get("controller_port")
         broker.metrics_port = state.get("metrics_port")  # absent: started before the metrics agent
+        broker._kept_metrics_port = broker.metrics_port  # a restart on its storage keeps its URL
         broker.cluster_id = state["cluster_id"]
         broker.pid = int(state["pid"])
         return broker

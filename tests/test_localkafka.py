@@ -327,6 +327,12 @@ def test_cli_up_status_down_cover_every_node(tmp_path: Path) -> None:
         for node in cluster.nodes:  # each broker alone authenticates the same SCRAM users
             alone = {**cluster.client_config("alice"), "bootstrap.servers": node.bootstrap}
             assert sorted(AdminClient(alone).list_topics(timeout=15).brokers) == [1, 2]
+        # A node of a cluster found again from its state (another process) restarts on its
+        # storage, its ports and its metrics URL after a crash.
+        url = cluster.node(2).metrics_url
+        cluster.kill(2)
+        cluster.restart(2)
+        assert cluster.node(2).metrics_url == url and cluster.node(2).running()
         status = run([*lk, "status", "--dir", str(tmp_path)])
         assert status.returncode == 0 and status.stdout.count("running") == 2, status.stdout
         for password in cluster.users.values():
