@@ -110,7 +110,7 @@ def test_spark_submit_reads_the_topic(kafka_broker, topic, tmp_path):
             "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
             str(repo / "pipeline" / "analyze.py"), "--usage", f"kafka:{topic}",
             "--kafka-bootstrap", kafka_broker.bootstrap, "--quotas", str(quotas),
-            "--out", str(tmp_path / "out")]
+            "--out", str(tmp_path / "out"), "--windows"]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env,
                           cwd=tmp_path)
