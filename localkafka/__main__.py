@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "status":
             return _status(args.dir)
         elif args.cmd == "client-config":
-            attached = LocalBroker.attach(args.dir)
+            # A cluster's users are every node's: its file names the whole bootstrap list.
+            attached = LocalCluster.attach(args.dir) or LocalBroker.attach(args.dir)
             if attached is None or not attached.running():
                 raise LocalBrokerError(f"no broker running from {args.dir}; run 'python -m localkafka up' first")
             print(attached.write_command_config(args.path, args.user))

@@ -335,6 +335,11 @@ def test_cli_up_status_down_cover_every_node(tmp_path: Path) -> None:
         assert cluster.node(2).metrics_url == url and cluster.node(2).running()
         status = run([*lk, "status", "--dir", str(tmp_path)])
         assert status.returncode == 0 and status.stdout.count("running") == 2, status.stdout
+        conf = run([*lk, "client-config", str(tmp_path / "alice.properties"), "--user", "alice",
+                    "--dir", str(tmp_path)])
+        assert conf.returncode == 0, conf.stderr
+        assert (tmp_path / "alice.properties").stat().st_mode & 0o777 == 0o600
+        assert "SASL_PLAINTEXT" in (tmp_path / "alice.properties").read_text()
         for password in cluster.users.values():
             assert password not in up.stdout + up.stderr + status.stdout + status.stderr
         pids = [node.pid for node in cluster.nodes]
