@@ -38,6 +38,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit pipeline/analyze.py
     __package__ = "pipeline"  # noqa: A001 - lets the relative imports below work
 
 from quota_core.backends.open import NumberAction  # noqa: E402
+from quota_core.cli.signals import restore_signals, stop_on_signals  # noqa: E402
 from quota_core.errors import ParseError, QuotaError  # noqa: E402
 
 __all__ = ["main", "cli_main", "parse_args", "parse_time", "rollups_dir", "stop_on_signals"]
@@ -221,21 +222,9 @@ def rollups_dir(args: argparse.Namespace) -> str | None:
     return str(Path(args.usage) / "rollups")
 
 
-def stop_on_signals(stop) -> dict:
-    """SIGINT and SIGTERM set ``stop`` (a threading.Event) instead of killing the run; the
-    previous handlers are returned, to put back."""
-    import signal
-
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, lambda signum, frame: stop.set())
-    return previous
-
-
 def _follow(spark, args, rollups, quotas, analyse, progress) -> int:
     """``--follow``: rollups updated every ``--interval`` (and the tables, with ``--out``)
     until SIGINT/SIGTERM; the update under way finishes first. Exit 0."""
-    import signal
     import threading
 
     from .incremental import follow
@@ -255,8 +244,7 @@ def _follow(spark, args, rollups, quotas, analyse, progress) -> int:
         progress(f"following {args.usage} every {args.interval:g} s (SIGINT/SIGTERM stops)")
         runs = follow(spark, args.usage, rollups, quotas, args.interval, stop, progress, after)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        restore_signals(previous)
     progress(f"stopped after {runs} update(s)")
     return 0
 

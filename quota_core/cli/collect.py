@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import signal
 import sys
 import threading
 from typing import TextIO
@@ -22,6 +21,7 @@ from ..telemetry.collector import Collector, parse_endpoints
 from ..backends.open import NumberAction, open_backend
 from ..errors import ParseError, QuotaError
 from .exits import exit_code
+from .signals import restore_signals, stop_on_signals
 
 PROG = "kafka-client-quotas collect"
 
@@ -97,7 +97,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         err.flush()
 
     stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous = stop_on_signals(stop)
     try:
         from ..telemetry import scrape as scrape_once
         from ..telemetry.scrape import redirect_note
@@ -120,11 +120,9 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
 
                 client_conf = load_command_config(args.command_config).librdkafka_config()
             if args.metrics_template:
-                from ..coverage import endpoints_from_template
+                from .endpoints import metrics_endpoints
 
-                cluster = backend.info()
-                endpoints = parse_endpoints(endpoints_from_template(
-                    args.metrics_template, cluster.node_ids, cluster.hosts))
+                endpoints = metrics_endpoints(None, args.metrics_template, backend.info())
             if args.serve is not None:  # its own connection: a backend serves one thread
                 from ..telemetry.exporter import parse_listen
                 from .serve_metrics import start
@@ -154,8 +152,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         err.write(f"{PROG}: {exc}\n")
         return exit_code("collect", exc)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        restore_signals(previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

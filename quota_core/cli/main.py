@@ -238,17 +238,16 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
     visible), and the exit stays 0 for them."""
     if not (args.metrics or args.metrics_template):
         return None, False, None
-    from ..coverage import endpoint_address, endpoints_from_template, unwatched, unwatched_sentence
+    from ..coverage import endpoint_address, unwatched, unwatched_sentence
     from ..live import join_usage
     from ..spread import Reach
-    from ..telemetry.collector import parse_endpoints
     from ..telemetry.scrape import redirect_note
     from ..telemetry.sweep import scrape_all
+    from .endpoints import metrics_endpoints
 
     cluster = backend.info()
-    text = args.metrics or endpoints_from_template(args.metrics_template, cluster.node_ids,
-                                                   cluster.hosts)
-    series, errors = scrape_all(parse_endpoints(text), args.timeout,
+    series, errors = scrape_all(metrics_endpoints(args.metrics, args.metrics_template, cluster),
+                                args.timeout,
                                 on_redirect=lambda url, final: err.write(
                                     f"{PROG}: {redirect_note(url, final)}\n"),
                                 on_error=lambda _, exc: err.write(f"{PROG}: {exc}\n"))

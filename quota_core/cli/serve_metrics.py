@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import signal
 import sys
 import threading
 from typing import TextIO
@@ -25,6 +24,7 @@ from typing import TextIO
 from ..backends.open import NumberAction, add_backend_arguments, open_backend_from
 from ..errors import ParseError, QuotaError, UsageError
 from .exits import exit_code
+from .signals import restore_signals, stop_on_signals
 
 PROG = "kafka-client-quotas serve-metrics"
 
@@ -75,19 +75,15 @@ def start(backend, args: argparse.Namespace, host: str, port: int, log, timeout:
     """Build the exporter over ``backend`` (the endpoints of ``args.metrics`` or
     ``args.metrics_template``) and serve it: returns the HTTP server. Shared with
     ``collect --serve``."""
-    from ..telemetry.collector import parse_endpoints
     from ..telemetry.exporter import QuotaExporter, serve
+    from .endpoints import metrics_endpoints
 
-    fixed = parse_endpoints(args.metrics) if args.metrics else []
+    fixed = metrics_endpoints(args.metrics, None, None)
 
-    def endpoints():
+    def endpoints():  # a template follows the brokers the cluster lists at each scrape
         if not args.metrics_template:
             return fixed
-        from ..coverage import endpoints_from_template
-
-        info = backend.info()
-        return parse_endpoints(endpoints_from_template(args.metrics_template, info.node_ids,
-                                                       info.hosts))
+        return metrics_endpoints(None, args.metrics_template, backend.info())
 
     def lint(quotas):
         """The lint rules that need only the quota set and the brokers' settings (the
@@ -123,7 +119,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         err.flush()
 
     stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous = stop_on_signals(stop)
     try:
         host, port = listen_address(args)
         with open_backend_from(args) as backend:
@@ -138,8 +134,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         err.write(f"{PROG}: error: {exc}\n")
         return exit_code("serve-metrics", exc)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        restore_signals(previous)
 
 
 if __name__ == "__main__":  # pragma: no cover
