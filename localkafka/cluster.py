@@ -113,11 +113,6 @@ class LocalCluster:
     def __repr__(self) -> str:  # never shows passwords
         return f"LocalCluster(workdir={str(self.workdir)!r}, brokers={self._count}, sasl={self.sasl})"
 
-    def redact(self, text: str) -> str:
-        for password in self.users.values():
-            text = text.replace(password, "***")
-        return text
-
     def client_config(self, user: str | None = None) -> dict[str, Any]:
         conf = self._any_node().client_config(user)
         conf["bootstrap.servers"] = self.bootstrap
