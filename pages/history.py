@@ -1,7 +1,8 @@
 """History: who was throttled, for how long, by which entry, over the collector's history.
 
-The tables come from the Spark job (``kafka-client-quotas analyze``, pipeline/), run here on
-demand in its own process with its progress shown; the page itself only reads Parquet.
+The page reads the hourly rollups the Spark job keeps (``kafka-client-quotas analyze``,
+pipeline/; ``--follow`` keeps them current): any range of hours is summed here in pandas, with
+no Spark job on open. The job runs on demand in its own process, its progress shown.
 """
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from quota_core.entities import entity_from_json
 from quota_core.live import broker_name
 from quota_core.history import (client_label, duration_text, throttle_heatmap,
                                 throttled_by_broker)
-from ui.history import (BUCKET_COLUMNS, HEATMAP_COLUMNS, job_log, job_running, places,
-                        sizing_rows, start_job, tables, windows)
+from quota_core.history_rollups import freshness, hour_label
+from ui.history import (bucket_hours, job_log, job_running, places, range_sizing, range_tables,
+                        rollup_state, sizing_rows, start_job)
 from ui.context import context, secrets_dict
 from ui.text import chart_text, md
 
@@ -37,50 +39,60 @@ if not (where.history / "usage").exists():
     st.stop()
 
 
+state = rollup_state(where)
+hours = sorted(state["hours"])
+updated_at = state.get("updated_at", "")
+
+
 @st.fragment(run_every=2)
 def progress() -> None:
     if job_running(where):
         st.session_state["hi_started"] = True
-        with st.status("Analysing the history with Spark…", expanded=True):
-            st.code("\n".join(job_log(where)) or "starting…", language=None)
-    elif not where.ready:
+        if not hours:  # the first analysis: nothing else to show yet
+            with st.status("Analysing the history with Spark…", expanded=True):
+                st.code("\n".join(job_log(where)) or "starting…", language=None)
+        else:
+            st.caption(f"Kept current by the analysis in the background: "
+                       f"{md((job_log(where, 1) or ['starting…'])[-1])}")
+    elif not hours:
         lines = job_log(where)
         if lines and any("error" in line for line in lines):
             st.error("The last analysis failed:\n\n" + "\n".join(lines[-3:]))
-    elif st.session_state.pop("hi_started", False):
-        st.rerun()  # a new analysis landed while this page watched: read it
+    if rollup_state(where).get("updated_at", "") != updated_at:
+        st.rerun()  # new rollups landed while this page watched: read them
 
 
 running = job_running(where)
 c1, c2 = st.columns([3, 1])
-if where.ready:
-    age = time.time() - where.version
-    c1.caption(f"Analysis of `{where.history}` as of "
-               f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(where.version))} "
-               f"({duration_text(age)} ago).")
-if c2.button("Analyse again" if where.ready else "Run the analysis", key="hi_run",
-             disabled=running, icon=":material/play_arrow:", type="secondary" if where.ready
+if hours:
+    c1.caption(freshness(state, time.time()))  # no user text in it: plain markdown
+if c2.button("Update now" if hours else "Run the analysis", key="hi_run",
+             disabled=running, icon=":material/play_arrow:", type="secondary" if hours
              else "primary"):
     start_job(where)
     st.session_state["hi_started"] = True
     st.rerun()
 progress()
-if not where.ready:
+if not hours:
     if running:
         st.caption("The tables appear here when the analysis finishes.")
     else:
         st.info("The history has not been analysed yet: run the analysis (Spark, local); it "
-                "takes about a minute for a day of samples.", icon=":material/info:")
+                "takes about a minute for a day of samples, and keeps hourly rollups that this "
+                "page reads from then on.", icon=":material/info:")
     st.stop()
 
-t = tables(str(where.analysis), where.version)
-by_client, by_entry, sizing = t["by_client"], t["by_entry"], t["sizing"]
+# -- the range: any hours kept, read from the rollups (no Spark) -----------------------------------
+first, last = (st.select_slider("Hours (UTC)", options=hours, value=(hours[0], hours[-1]),
+                                key="hi_range", format_func=hour_label)
+               if len(hours) > 1 else (hours[0], hours[0]))
+t = range_tables(str(where.rollups), updated_at, first, last)
+by_client, by_entry = t["by_client"], t["by_entry"]
 throttled = by_client[by_client["throttled_s"] > 0]
 m1, m2, m3 = st.columns(3)
 m1.metric("clients throttled", f"{len({(u, c) for u, c in zip(throttled['user'], throttled['client_id'])}):,}")
 m2.metric("time over quota (broker-seconds)", duration_text(throttled["throttled_s"].sum()))
 m3.metric("entries that throttled someone", f"{(by_entry['throttled_s'] > 0).sum():,}")
-
 # -- top clients and entries ------------------------------------------------------------------
 top = throttled.sort_values("throttled_s", ascending=False).head(15)
 g1, g2 = st.columns(2)
@@ -109,8 +121,7 @@ if not entries.empty:
     g2.plotly_chart(fig, key="hi_top_entries")
 
 # -- heatmap by hour and client -----------------------------------------------------------------
-heat = throttle_heatmap(windows(str(where.analysis), where.version, HEATMAP_COLUMNS,
-                                over_only=True))
+heat = throttle_heatmap(t["samples"])
 if not heat.empty:
     fig = go.Figure(go.Heatmap(z=heat.to_numpy() / 60, x=list(heat.columns),
                                y=[chart_text(name) for name in heat.index],
@@ -130,18 +141,23 @@ if choices:
     pick = st.selectbox("Bucket", choices, key="hi_bucket",
                         format_func=lambda t: f"{client_label(t[0], t[1])} · {t[2]}")
     u, c, k = (None if pd.isna(x) else x for x in pick)
-    sel = windows(str(where.analysis), where.version, BUCKET_COLUMNS, bucket=(u, c, k))
+    sel = bucket_hours(str(where.rollups), updated_at, first, last, (u, c, k))
     fig = go.Figure()
-    for broker, part in sel.sort_values("ts").groupby("broker"):
-        fig.add_scatter(x=part["ts"], y=part["rate"], mode="lines", name=broker_name(str(broker)))
-    quota = sel.sort_values("ts").drop_duplicates("ts")
+    for broker, part in sel.groupby("broker", sort=False):
+        fig.add_scatter(x=part["ts"], y=part["max_rate"], mode="lines+markers",
+                        name=f"{broker_name(str(broker))}: hourly max", line=dict(shape="hv"))
+        fig.add_scatter(x=part["ts"], y=part["p99_rate"], mode="lines",
+                        name=f"{broker_name(str(broker))}: hourly p99",
+                        line=dict(shape="hv", dash="dot"))
+    quota = sel.sort_values("ts").drop_duplicates("ts", keep="last")
     fig.add_scatter(x=quota["ts"], y=quota["quota"], mode="lines", name="quota",
                     line=dict(dash="dash", shape="hv", color="#202124"))
-    fig.update_layout(height=340, xaxis_title="time (UTC)",
+    fig.update_layout(height=340, xaxis_title="hour (UTC)",
                       yaxis=dict(title=f"{k} per broker", rangemode="tozero"),
                       margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.3))
     st.plotly_chart(fig, key="hi_bucket_chart")
-    st.caption(md(throttled_by_broker(sel)))
+    st.caption(md(throttled_by_broker(sel.assign(interval_s=sel["throttled_s"],
+                                                   over_quota=sel["throttled_s"] > 0))))
     query = {key: v for key, v in (("user", u), ("client_id", c)) if v is not None and v == v}
     st.page_link("pages/resolve.py", label=f"Resolve {md(client_label(u, c))} now",
                  icon=":material/troubleshoot:", query_params=query)
@@ -151,5 +167,6 @@ with st.expander("Sizing: the smallest quota that would have kept p99 of each en
                  "under it"):
     st.caption("now: the quota the cluster holds now; suggested: rounded up to three "
                "significant digits.")
+    sizing = range_sizing(str(where.rollups), updated_at, first, last)
     st.dataframe(sizing_rows(sizing, ctx.snapshot.quotas if ctx.connected else None),
                  hide_index=True)

@@ -17,7 +17,7 @@ columns        per-sample columns (over quota, utilisation, Kafka's throttle est
 analysis       the tables; job: the whole run; output: all-or-nothing writes
 rollups        hourly rollups per (broker, bucket, key, level); sketches: KLL rate sketches
 incremental    keeps the rollups current (availableNow file streams, hours redone)
-rollup_files   the rollups folder's layout; read_rollups (pyarrow, no Spark) for the pages
+(the rollups folder's layout and reading it without Spark: quota_core.telemetry.rollup_files)
 analyze        the command line (``python -m pipeline.analyze``, ``spark-submit``)
 demo_history   a realistic history generator (pandas only)
 ============== ===========================================================================

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from quota_core.entities import Entity
 
-from . import rollup_files as files
+from quota_core.telemetry import rollup_files as files
 from .errors import PipelineError
 from .readers import TimeRange, check_buckets, detect_format, read_quota_rows, read_usage
 from .schema import QUOTA_COLUMNS, USAGE_COLUMNS, check_columns, spark_schema

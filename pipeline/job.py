@@ -124,7 +124,7 @@ def read_hourly(spark: "SparkSession", where: str, when: TimeRange) -> "DataFram
     not on the hour is widened to the hours it touches."""
     from pyspark.sql import functions as F
 
-    from .rollup_files import HOURLY, hour_key
+    from quota_core.telemetry.rollup_files import HOURLY, hour_key
 
     path = Path(where) / HOURLY
     if not path.is_dir():

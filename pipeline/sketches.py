@@ -25,17 +25,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from quota_core.rate_sketch import K, RANK_ERROR  # one definition (the pages read them too)
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column
 
 __all__ = ["K", "RANK_ERROR", "sketch_agg", "merge_agg", "count", "sorted_values",
            "percentile", "count_above"]
-
-#: The sketches' size parameter (Spark's default): about 200 values kept per level.
-K = 200
-#: The normalized rank error of one quantile at :data:`K`, 99 % confidence (DataSketches'
-#: ``KllSketch.getNormalizedRankError(k, false)`` = 2.296 / k^0.9723): 0.0133 for k = 200.
-RANK_ERROR = 2.296 / K ** 0.9723
 
 
 def sketch_agg(column: str) -> "Column":

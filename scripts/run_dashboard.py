@@ -201,7 +201,7 @@ def demo_history(env: dict[str, str], node_ids: list[int], quotas) -> list[subpr
     say(f"demo history: {len(history.usage):,} usage samples over the last 48 h on "
         f"broker{'s' if len(brokers) > 1 else ''} {', '.join(brokers)} in {where.history}")
     with open(where.log, "w") as log:
-        # --windows: the History page still reads the per-sample table (its heatmap)
+        # --windows: Edit's what-if reads the per-sample table (History reads the rollups)
         proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline.analyze", "--usage", str(where.history), "--out",
              str(where.analysis), "--overwrite", "--windows", "--follow", "--interval", "60"],

@@ -22,7 +22,8 @@ def analysed(spark, tmp_path_factory):
 
     base = tmp_path_factory.mktemp("history")
     write_history(generate(HistorySpec(hours=6, clients=4, step_s=120)), base / "history")
-    run(spark, str(base / "history"), str(base / "analysis"))
+    run(spark, str(base / "history"), str(base / "analysis"),
+        rollups_dir=str(base / "history" / "rollups"))
     return base
 
 
@@ -77,31 +78,41 @@ def test_edit_preview_judges_a_change_against_the_history(app_env):
     assert "Over the recorded 6 h" in said and "would have been throttled" in said
 
 
-def test_the_pages_read_only_the_samples_they_show(analysed):
-    """The heatmap reads the samples over quota, a bucket's chart that bucket's samples, the
-    what-if six columns: the same rows the whole table filtered in pandas gives."""
-    import pandas as pd
+def test_history_reads_the_rollups_only_and_any_range(app_env, analysed):
+    """With the per-sample table gone the page still shows everything (it reads the hourly
+    rollups); a narrower range sums fewer hours; the freshness line names the latest sample."""
+    import shutil
 
-    from ui.history import BUCKET_COLUMNS, HEATMAP_COLUMNS, WHAT_IF_COLUMNS, windows
+    from quota_core.telemetry.rollup_files import load_state
 
-    where = str(analysed / "analysis")
-    whole = pd.read_parquet(Path(where) / "windows")
-    over = windows(where, 0.0, HEATMAP_COLUMNS, over_only=True)
-    assert list(over.columns) == list(HEATMAP_COLUMNS)
-    assert 0 < len(over) == int(whole["over_quota"].sum()) < len(whole)
-    assert over["over_quota"].all()
-    # a bucket without a client-id tag, and one with both tags: nulls are matched as nulls
-    for no_client in (True, False):
-        rows = whole[whole["client_id"].isna() == no_client].iloc[0]
-        u, c, k = (None if pd.isna(x) else x for x in (rows["user"], rows["client_id"],
-                                                         rows["key"]))
-        got = windows(where, 0.0, BUCKET_COLUMNS, bucket=(u, c, k))
-        same = whole[(whole["key"] == k)
-                     & (whole["user"].isna() if u is None else whole["user"] == u)
-                     & (whole["client_id"].isna() if c is None else whole["client_id"] == c)]
-        assert len(got) == len(same) > 0
-        assert sorted(got["rate"]) == sorted(same["rate"])
-    assert list(windows(where, 0.0, WHAT_IF_COLUMNS).columns) == list(WHAT_IF_COLUMNS)
+    whole = run_page("pages/history.py")
+    full = whole.select_slider(key="hi_range")
+    hours = sorted(load_state(analysed / "history" / "rollups")["hours"])
+    assert full.value == (hours[0], hours[-1]) and len(hours) >= 6
+    up_to = load_state(analysed / "history" / "rollups")["up_to"]
+    assert any(f"Rollups up to {up_to[:16]} UTC" in c.value for c in whole.caption), [
+        c.value for c in whole.caption]
+    seconds = {m.label: m.value for m in whole.metric}["time over quota (broker-seconds)"]
+    gone = analysed / "analysis" / "windows"
+    kept = analysed / "windows-aside"
+    shutil.move(gone, kept)
+    try:
+        at = run_page("pages/history.py")
+        assert len(at.get("plotly_chart")) == 4
+        assert {m.label: m.value for m in at.metric}["time over quota (broker-seconds)"] == seconds
+        at.select_slider(key="hi_range").set_value((hours[-2], hours[-1])).run()
+        assert not at.exception, [e.value for e in at.exception]
+        narrow = {m.label: m.value for m in at.metric}["time over quota (broker-seconds)"]
+        assert narrow != seconds
+    finally:
+        shutil.move(kept, gone)
+
+
+def test_edit_what_if_reads_six_columns(analysed):
+    from ui.history import WHAT_IF_COLUMNS, windows
+
+    got = windows(str(analysed / "analysis"), 0.0, WHAT_IF_COLUMNS)
+    assert list(got.columns) == list(WHAT_IF_COLUMNS) and len(got) > 0
 
 
 def test_sizing_table_is_rounded_in_mib_and_now_is_the_clusters(app_env):

@@ -28,8 +28,9 @@ import pytest
 from pipeline import sketches
 from pipeline.incremental import update_rollups
 from pipeline.job import run
-from pipeline.rollup_files import load_state, read_rollups
+from quota_core.telemetry.rollup_files import load_state, read_rollups
 from pipeline.schema import QUOTA_COLUMNS, USAGE_COLUMNS, arrow_schema
+from quota_core import history_rollups, rate_sketch
 from quota_core.entities import Entity
 from tests.spark_fixtures import comparable
 
@@ -160,6 +161,37 @@ def test_tables_from_rollups_are_the_whole_analysis(grown):
     assert set(entries["source"]) == {ALICE, ALICE_APP, ETL}
 
 
+def test_the_pages_tables_from_rollups_are_the_spark_jobs(grown):
+    """quota_core.history_rollups (pandas, no Spark: what the History page shows) over the
+    final rollups gives the Spark job's by_client sums, by_entry and sizing."""
+    base, _, tables = grown
+    roll = read_rollups(base / "rollups")
+    spark_tables = tables["rollups"]
+    key = ["user", "client_id", "key"]
+    got = history_rollups.clients(roll).sort_values(key).reset_index(drop=True)
+    want = spark_tables["by_client"].sort_values(key).reset_index(drop=True)
+    for column in ("throttled_s", "broker_throttled_s", "max_utilisation", "samples",
+                   "brokers"):
+        assert got[column].tolist() == want[column].tolist(), column
+    assert got["throttled_s"].sum() > 0
+    entry = ["source", "level", "key"]
+    got = history_rollups.entries(roll).sort_values(entry).reset_index(drop=True)
+    want = spark_tables["by_entry"].sort_values(entry).reset_index(drop=True)
+    for column in entry + ["throttled_s", "clients", "clients_throttled"]:
+        assert got[column].tolist() == want[column].tolist(), column
+    got = history_rollups.sizing(roll).sort_values(entry).reset_index(drop=True)
+    want = spark_tables["sizing"].sort_values(entry).reset_index(drop=True)
+    for column in entry + ["current_quota", "suggested_quota", "clients"]:
+        assert got[column].tolist() == want[column].tolist(), column
+    assert [tuple(t) for t in got["tightest_client"]] == [
+        (t["user"], t["client_id"]) for t in want["tightest_client"]]
+    # one bucket's hours: etl on b1, hour 02 under the lowered quota
+    hours = history_rollups.bucket_hours(roll, "etl", None, "producer_byte_rate")
+    last = hours[(hours["broker"] == "b1")].iloc[-1]
+    assert str(last["ts"]) == "2025-01-06 02:00:00" and last["quota"] == 3200.0
+    assert last["max_rate"] == 3500.0 and last["throttled_s"] == 1800.0
+
+
 def test_read_rollups_without_spark(grown):
     base, _, _ = grown
     roll = base / "rollups"
@@ -221,6 +253,19 @@ def test_percentiles_from_sketches_are_within_the_rank_error(spark):
         exact = np.mean(df.loc[df["user"] == user, "rate"] > limit)
         bound = 0 if user == "small" else sketches.RANK_ERROR + 1 / (2 * sketches.K)
         assert abs(value - exact) <= bound + 1e-12, user
+    # the pages read the same sketches without Spark (DataSketches' Python binding): merged
+    # in Python, within the same bound past K values, and equal to Spark's own up to K
+    rows = roll.select("user", "rates").toPandas()
+    for user in ("big", "wide", "small"):
+        sketch = rate_sketch.merged(rows.loc[rows["user"] == user, "rates"])
+        rates = np.sort(df.loc[df["user"] == user, "rate"].to_numpy())
+        assert rate_sketch.count(sketch) == len(rates)
+        value = rate_sketch.percentile(sketch, 0.99)
+        if user == "small":
+            assert value == got.loc["small", "p99_rate"]
+        else:
+            below, at_most = np.mean(rates < value), np.mean(rates <= value)
+            assert below - rate_sketch.RANK_ERROR <= 0.99 <= at_most + rate_sketch.RANK_ERROR
     roll.unpersist()
 
 

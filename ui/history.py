@@ -1,5 +1,6 @@
-"""The History page's plumbing: where the analysed tables are, reading them (cached by file
-time), and running the Spark job as a separate process whose progress the page follows.
+"""The History page's plumbing: reading the hourly rollups (no Spark: pyarrow, pandas and
+DataSketches, cached by the rollups' update time), the analysed per-sample table for Edit's
+what-if, and running the Spark job as a separate process whose progress the page follows.
 
 Spark never runs inside the dashboard's process: the job is ``python -m pipeline.analyze``,
 started detached, writing its progress lines to ``<analysis>.log``; a ``<analysis>.pid``
@@ -16,11 +17,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from .settings import ANALYSIS_TABLES as TABLES
 from .settings import REPO_ROOT, Places, analysis_dir, history_dir
 
-__all__ = ["Places", "places", "tables", "windows", "start_job", "job_running", "job_log",
-           "suggested_value", "sizing_rows"]
+__all__ = ["Places", "places", "WHAT_IF_COLUMNS", "windows", "start_job", "job_running", "job_log",
+           "suggested_value", "sizing_rows", "rollup_state", "rollup_rows", "range_tables", "range_sizing",
+           "bucket_hours"]
 
 
 def places(secrets: dict) -> Places | None:
@@ -29,40 +30,65 @@ def places(secrets: dict) -> Places | None:
     return Places(history, analysis) if history and analysis else None
 
 
-@st.cache_data(show_spinner="Reading the analysis…", max_entries=4)
-def tables(analysis: str, version: float) -> dict:
-    import pandas as pd
+def rollup_state(p: Places) -> dict:
+    """The rollups' ``_state.json``: ``hours`` kept, ``up_to`` (the latest sample rolled up) and
+    ``updated_at`` (when that run ended), both ISO-8601 UTC; no hours when there are none."""
+    from quota_core.telemetry.rollup_files import load_state
 
-    return {t: pd.read_parquet(Path(analysis) / t) for t in TABLES if t != "windows"}
+    return load_state(p.rollups)
 
 
-#: What each reader of the per-sample table needs of it: a few of its 15 columns, and for the
-#: heatmap and one bucket's chart a few of its rows. At millions of samples the whole table
-#: would not fit a dashboard (and the cache copies what it returns on every rerun).
+@st.cache_resource(show_spinner="Reading the rollups…", max_entries=2)
+def rollup_rows(rollups: str, updated_at: str):
+    """Every rollup row (a row per hour, broker, bucket, key and level), read once per update
+    and shared, not copied, by every rerun and session: the sketches make it the one large
+    frame here. Callers never modify it."""
+    from quota_core.telemetry.rollup_files import read_rollups
+
+    return read_rollups(rollups)
+
+
+def _in_range(rollups: str, updated_at: str, first: str, last: str):
+    roll = rollup_rows(rollups, updated_at)
+    return roll[(roll["hour"] >= first) & (roll["hour"] <= last)]
+
+
+@st.cache_data(show_spinner="Summing the hours…", max_entries=16)
+def range_tables(rollups: str, updated_at: str, first: str, last: str) -> dict:
+    """History's tables for the hours ``first`` to ``last`` (``hour`` keys, both included)."""
+    from quota_core import history_rollups as hr
+
+    part = _in_range(rollups, updated_at, first, last)
+    return {"by_client": hr.clients(part), "by_entry": hr.entries(part),
+            "samples": hr.as_samples(part)}
+
+
+@st.cache_data(show_spinner="Sizing from the rate sketches…", max_entries=16)
+def range_sizing(rollups: str, updated_at: str, first: str, last: str):
+    from quota_core import history_rollups as hr
+
+    return hr.sizing(_in_range(rollups, updated_at, first, last))
+
+
+@st.cache_data(max_entries=32)
+def bucket_hours(rollups: str, updated_at: str, first: str, last: str,
+                 bucket: tuple[str | None, str | None, str]):
+    from quota_core import history_rollups as hr
+
+    return hr.bucket_hours(_in_range(rollups, updated_at, first, last), *bucket)
+
+
+#: What Edit's what-if needs of the per-sample table: six of its 15 columns (at millions of
+#: samples the whole table would not fit a dashboard, and the cache copies what it returns).
 WHAT_IF_COLUMNS = ("ts", "user", "client_id", "key", "rate", "interval_s")
-HEATMAP_COLUMNS = ("ts", "broker", "user", "client_id", "interval_s", "over_quota")
-BUCKET_COLUMNS = ("ts", "broker", "rate", "quota", "interval_s", "over_quota")
 
 
-@st.cache_data(show_spinner="Reading the samples…", max_entries=8)
-def windows(analysis: str, version: float, columns: tuple[str, ...], over_only: bool = False,
-            bucket: tuple[str | None, str | None, str] | None = None):
-    """``columns`` of the samples in the analysis' windows table: only those over quota
-    (``over_only``), or only those of one ``bucket`` (user, client id, key; None: no such
-    tag)."""
-    import pyarrow.dataset as ds
+@st.cache_data(show_spinner="Reading the samples…", max_entries=4)
+def windows(analysis: str, version: float, columns: tuple[str, ...]):
+    """``columns`` of the analysis' per-sample table (``analyze --windows``)."""
     import pyarrow.parquet as pq
 
-    where = None
-    if over_only:
-        where = ds.field("over_quota")
-    if bucket is not None:
-        user, client_id, key = bucket
-        for column, value in (("user", user), ("client_id", client_id), ("key", key)):
-            test = ds.field(column).is_null() if value is None else ds.field(column) == value
-            where = test if where is None else where & test
-    return pq.read_table(Path(analysis) / "windows", columns=list(columns),
-                         filters=where).to_pandas()
+    return pq.read_table(Path(analysis) / "windows", columns=list(columns)).to_pandas()
 
 
 def job_running(p: Places) -> bool:
@@ -89,7 +115,7 @@ def start_job(p: Places) -> None:
     with open(p.log, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline.analyze", "--usage", str(p.history), "--out",
-             str(p.analysis), "--overwrite", "--windows"],  # the page reads windows
+             str(p.analysis), "--overwrite", "--windows"],  # Edit's what-if reads windows
             cwd=REPO_ROOT, env=env, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True)
     p.pid.write_text(str(proc.pid))

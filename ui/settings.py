@@ -255,10 +255,16 @@ ANALYSIS_TABLES = ("windows", "by_client", "by_entry", "sizing")
 
 @dataclass(frozen=True)
 class Places:
-    """A usage history folder and its analysis; the job's log and pid file sit beside it."""
+    """A usage history folder, its rollups and its analysis; the job's log and pid file sit
+    beside the analysis."""
 
     history: Path
     analysis: Path
+
+    @property
+    def rollups(self) -> Path:
+        """The hourly rollups the analysis keeps (``analyze``'s default ``--rollups``)."""
+        return self.history / "rollups"
 
     @property
     def log(self) -> Path:
