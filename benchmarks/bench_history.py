@@ -1,0 +1,228 @@
+"""The History page on a large history: read from the hourly rollups, no Spark on open.
+
+    .venv/bin/python benchmarks/bench_history.py [--samples 10000000] [--buckets 1160]
+        [--hours 48] [--keep DIR] [--runs 5]
+
+Generates a collector history of ``--samples`` samples (bench_pipeline's generator: the
+collector's layout, ``--buckets`` buckets on 3 brokers over ``--hours``, a scrape every
+``hours * 3600 * buckets * 3 / samples`` seconds: 60 s for the defaults) and builds its
+rollups once with the real job (``python -m pipeline.analyze``, timed, not compared). With
+``--keep DIR`` both stay in DIR and a later run reuses them. Then, measured in one run:
+
+* in one process, what the page computes (quota_core.history_rollups over the rollups read
+  with pyarrow): reading them, the tables of the whole range and of the last 6 h, sizing
+  (sketches merged with DataSketches), one bucket's hours;
+* in Chromium (Playwright, Debian's /usr/bin/chromium): a bare one-widget Streamlit page
+  (the floor) and the History page: the first open after the server started (the rollups not
+  yet cached), then each open (first paint: the metrics shown; settled: Streamlit idle); a
+  range change and a bucket drill-down, each until the page settled.
+
+Targets (issue 19): first paint within 1.5x the bare page; a range or bucket answers in
+under 1 s. Every server it starts, it stops.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_browser import BARE, CHROMIUM, serve, settled  # noqa: E402
+from localkafka import stop_process_group  # noqa: E402
+
+#: Before an action: note when the app starts running a script; RAN: it ran and stopped.
+WATCH = """() => { window.__ran = false;
+  const app = document.querySelector('[data-test-script-state]');
+  new MutationObserver(() => { if (app.getAttribute('data-test-script-state') === 'running')
+    window.__ran = true; }).observe(app, {attributes: true}); }"""
+RAN = """() => window.__ran && document.querySelector('[data-test-script-state]')
+  .getAttribute('data-test-script-state') !== 'running'"""
+PAINT_TARGET = 1.5
+SHOT = Path(tempfile.gettempdir()) / "bench-history.png"  # the page as measured: look at it
+ANSWER_TARGET_MS = 1000
+
+
+def log(line: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+
+def prepare(base: Path, samples: int, buckets: int, entries: int, hours: float,
+            seed: int) -> Path:
+    """The history and its rollups in ``base`` (reused when already there)."""
+    from bench_pipeline import generate, in_fresh_process
+
+    history = base / "history"
+    if not (history / "rollups" / "_state.json").exists():
+        shutil.rmtree(history, ignore_errors=True)
+        log(f"generating {samples:,} samples ({buckets:,} buckets x 3 brokers, {hours:g} h)")
+        info = in_fresh_process(generate, str(history), samples, buckets, entries, 3, hours,
+                                seed)
+        log(f"  {info['samples']:,} samples, a scrape every {info['step_s']} s, "
+            f"{info['bytes'] / 2**20:,.0f} MiB of Parquet")
+        started = time.perf_counter()
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+        subprocess.run([sys.executable, "-m", "pipeline.analyze", "--usage", str(history),
+                        "--out", str(base / "analysis"), "--overwrite"], cwd=REPO, env=env,
+                       check=True, stdout=subprocess.DEVNULL)
+        log(f"  rollups built by the Spark job in {time.perf_counter() - started:.1f} s "
+            f"(not compared)")
+    return history
+
+
+def in_process(rollups: Path, runs: int) -> dict[str, float]:
+    """Milliseconds (median of ``runs``) of what the page computes, cache-less."""
+    from quota_core import history_rollups as hr
+    from quota_core.telemetry.rollup_files import read_rollups
+
+    def timed(fn):
+        times, out = [], None
+        for _ in range(runs):
+            started = time.perf_counter()
+            out = fn()
+            times.append((time.perf_counter() - started) * 1000)
+        return statistics.median(times), out
+
+    got: dict[str, float] = {}
+    got["read"], roll = timed(lambda: read_rollups(rollups))
+    got["rows"] = len(roll)
+    got["whole"], _ = timed(lambda: (hr.clients(roll), hr.entries(roll), hr.as_samples(roll)))
+    hours = sorted(roll["hour"].unique())
+    last6 = roll[roll["hour"] >= hours[-6]]
+    got["last6"], _ = timed(lambda: (hr.clients(last6), hr.entries(last6),
+                                     hr.as_samples(last6)))
+    got["sizing"], _ = timed(lambda: hr.sizing(roll))
+    top = hr.clients(roll).sort_values("throttled_s").iloc[-1]
+    got["bucket"], _ = timed(lambda: hr.bucket_hours(roll, top["user"], top["client_id"],
+                                                     top["key"]))
+    return got
+
+
+def browser(history: Path, base: Path, entries: int, runs: int) -> dict[str, list[float]]:
+    from playwright.sync_api import sync_playwright
+
+    from bench_dashboard import synthetic_quotas
+    from quota_core.backends.sandbox import SandboxBackend
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-history-"))
+    bare = tmp / "bare.py"
+    bare.write_text(BARE)
+    sandbox = tmp / "quotas.sqlite"
+    with SandboxBackend(sandbox) as backend:
+        backend.replace_all(synthetic_quotas(entries))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUOTA_")}
+    env.update(QUOTA_SANDBOX=str(sandbox), QUOTA_CACHE_TTL="3600",
+               QUOTA_AUDIT_LOG=str(tmp / "audit.jsonl"), QUOTA_HISTORY_DIR=str(history),
+               QUOTA_ANALYSIS_DIR=str(base / "analysis"))
+    servers, got = [], {"floor": [], "paint": [], "settled": [], "range": [], "bucket": []}
+    metric = "[data-testid=stMetric]"
+    try:
+        bare_proc, bare_url = serve(bare, env, tmp)
+        servers.append(bare_proc)
+        app_proc, app_url = serve(REPO / "app.py", env, REPO)
+        servers.append(app_proc)
+        with sync_playwright() as p:
+            chromium = p.chromium.launch(executable_path=CHROMIUM,
+                                         args=["--headless", "--no-sandbox", "--disable-gpu"])
+            page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+
+            def load(url: str, ready: str) -> tuple[float, float]:
+                started = time.perf_counter()
+                page.goto(url)
+                page.wait_for_selector(ready, timeout=120_000)
+                paint = (time.perf_counter() - started) * 1000
+                settled(page)
+                return paint, (time.perf_counter() - started) * 1000
+
+            load(bare_url, "input")
+            load(f"{app_url}/browse", "[data-testid=stDataFrame]")  # the app's imports, warm
+            got["cold"] = list(load(f"{app_url}/history", metric))
+            for _ in range(runs):
+                got["floor"].append(load(bare_url, "input")[0])
+                paint, done = load(f"{app_url}/history", metric)
+                got["paint"].append(paint)
+                got["settled"].append(done)
+
+            def timed(action) -> float:
+                """From the action until the rerun it caused has ended: Streamlit marks its
+                app ``data-test-script-state="running"`` while a script runs."""
+                page.evaluate(WATCH)
+                started = time.perf_counter()
+                action()
+                page.wait_for_function(RAN, timeout=60_000)
+                return (time.perf_counter() - started) * 1000
+
+            thumb = page.get_by_role("slider").first
+            for i in range(runs):
+                thumb.focus()
+                got["range"].append(timed(lambda: thumb.press("ArrowRight")))
+            page.screenshot(path=str(SHOT), full_page=True)
+            box = page.get_by_label("Bucket", exact=True)
+            for i in range(runs):
+                box.click()
+                options = page.get_by_role("option")
+                if not options.count():
+                    box.press("ArrowDown")  # the menu opens from the keyboard too
+                options.first.wait_for(timeout=10_000)
+                got["bucket"].append(timed(lambda i=i: options.nth((i + 1) % options.count())
+                                           .click()))
+            chromium.close()
+    finally:
+        for proc in servers:
+            stop_process_group(proc)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return got
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--samples", type=int, default=10_000_000)
+    p.add_argument("--buckets", type=int, default=1_160)
+    p.add_argument("--entries", type=int, default=2_000, help="quota entries")
+    p.add_argument("--hours", type=float, default=48.0)
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--seed", type=int, default=19)
+    p.add_argument("--keep", help="generate into this directory and keep it (reused)")
+    a = p.parse_args()
+    base = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="bench-history-data-"))
+    base.mkdir(parents=True, exist_ok=True)
+    try:
+        history = prepare(base, a.samples, a.buckets, a.entries, a.hours, a.seed)
+        log("what the page computes, in one process")
+        calc = in_process(history / "rollups", a.runs)
+        log("Chromium: the bare page and History")
+        web = browser(history, base, a.entries, a.runs)
+    finally:
+        if not a.keep:
+            shutil.rmtree(base, ignore_errors=True)
+    med = statistics.median
+    load = os.getloadavg()
+    print(f"\n== History from rollups: {a.samples:,} samples, {int(calc['rows']):,} rollup rows; "
+          f"median of {a.runs}; load average {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}")
+    print(f"  in one process: read {calc['read']:.0f} ms; whole range {calc['whole']:.0f} ms; "
+          f"last 6 h {calc['last6']:.0f} ms; sizing (sketches merged) {calc['sizing']:.0f} ms; "
+          f"one bucket's hours {calc['bucket']:.0f} ms")
+    floor, paint = med(web["floor"]), med(web["paint"])
+    print(f"  bare Streamlit page load (floor):       {floor:7.0f} ms")
+    print(f"  History first paint (metrics shown):    {paint:7.0f} ms   ratio "
+          f"{paint / floor:.2f}x (target <= {PAINT_TARGET}x)")
+    print(f"  History settled:                        {med(web['settled']):7.0f} ms")
+    print(f"  first open after start (not cached):    {web['cold'][0]:7.0f} ms paint, "
+          f"{web['cold'][1]:.0f} ms settled")
+    for name, label in (("range", "range changed (slider)"), ("bucket", "bucket drill-down")):
+        value = med(web[name])
+        print(f"  {label + ':':<39} {value:7.0f} ms   (target < {ANSWER_TARGET_MS} ms: "
+              f"{'met' if value < ANSWER_TARGET_MS else 'NOT met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
