@@ -81,7 +81,7 @@ def prepare(base: Path, samples: int, buckets: int, entries: int, hours: float,
 def in_process(rollups: Path, runs: int) -> dict[str, float]:
     """Milliseconds (median of ``runs``) of what the page computes, cache-less."""
     from quota_core import history_rollups as hr
-    from quota_core.telemetry.rollup_files import read_rollups
+    from quota_core.telemetry.rollup_files import read_daily, read_rollups
 
     def timed(fn):
         times, out = [], None
@@ -99,7 +99,13 @@ def in_process(rollups: Path, runs: int) -> dict[str, float]:
     last6 = roll[roll["hour"] >= hours[-6]]
     got["last6"], _ = timed(lambda: (hr.clients(last6), hr.entries(last6),
                                      hr.as_samples(last6)))
-    got["sizing"], _ = timed(lambda: hr.sizing(roll))
+    days = sorted({h[:10] for h in hours})
+    got["read_daily"], daily = timed(lambda: read_daily(rollups, days))
+    got["sizing_hourly"], _ = timed(lambda: hr.sizing(roll))
+    got["sizing"], _ = timed(lambda: hr.sizing(hr.sketch_rows(roll, daily, hours[0],
+                                                               hours[-1])))
+    got["sizing6"], _ = timed(lambda: hr.sizing(hr.sketch_rows(roll, daily, hours[-6],
+                                                                hours[-1])))
     top = hr.clients(roll).sort_values("throttled_s").iloc[-1]
     got["bucket"], _ = timed(lambda: hr.bucket_hours(roll, top["user"], top["client_id"],
                                                      top["key"]))
@@ -207,9 +213,11 @@ def main() -> int:
     load = os.getloadavg()
     print(f"\n== History from rollups: {a.samples:,} samples, {int(calc['rows']):,} rollup rows; "
           f"median of {a.runs}; load average {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}")
-    print(f"  in one process: read {calc['read']:.0f} ms; whole range {calc['whole']:.0f} ms; "
-          f"last 6 h {calc['last6']:.0f} ms; sizing (sketches merged) {calc['sizing']:.0f} ms; "
-          f"one bucket's hours {calc['bucket']:.0f} ms")
+    print(f"  in one process: read {calc['read']:.0f} ms (daily sketches "
+          f"{calc['read_daily']:.0f} ms); tables of the whole range {calc['whole']:.0f} ms, of "
+          f"the last 6 h {calc['last6']:.0f} ms; sizing, whole range {calc['sizing']:.0f} ms "
+          f"(from hourly sketches alone {calc['sizing_hourly']:.0f} ms), last 6 h "
+          f"{calc['sizing6']:.0f} ms; one bucket's hours {calc['bucket']:.0f} ms")
     floor, paint = med(web["floor"]), med(web["paint"])
     print(f"  bare Streamlit page load (floor):       {floor:7.0f} ms")
     print(f"  History first paint (metrics shown):    {paint:7.0f} ms   ratio "

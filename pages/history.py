@@ -14,8 +14,7 @@ import streamlit as st
 
 from quota_core.entities import entity_from_json
 from quota_core.live import broker_name
-from quota_core.history import (client_label, duration_text, throttle_heatmap,
-                                throttled_by_broker)
+from quota_core.history import client_label, duration_text, throttled_by_broker
 from quota_core.history_rollups import freshness, hour_label
 from ui.history import (bucket_hours, job_log, job_running, places, range_sizing, range_tables,
                         rollup_state, sizing_rows, start_job)
@@ -121,7 +120,7 @@ if not entries.empty:
     g2.plotly_chart(fig, key="hi_top_entries")
 
 # -- heatmap by hour and client -----------------------------------------------------------------
-heat = throttle_heatmap(t["samples"])
+heat = t["heat"]
 if not heat.empty:
     fig = go.Figure(go.Heatmap(z=heat.to_numpy() / 60, x=list(heat.columns),
                                y=[chart_text(name) for name in heat.index],

@@ -14,6 +14,10 @@ and ``trigger(availableNow=True)`` (process what is there, then stop):
   changed is redone. A quota change mid-hour is two levels (or quotas) in that hour's rows;
   a snapshot that arrives after its samples changes the signature of the hours after it.
 
+After the hours, the **days** they fall in are merged again into ``daily/`` (pipeline.rollups
+.daily): a day's rate sketch per bucket, key and level, over its brokers, so that a reader of
+a long range merges a sketch per day instead of one per hour and broker.
+
 Nothing new, no work: both queries read 0 rows, no hour is redone. The redo happens inside
 the micro-batch (before Spark commits it), so a run that fails is redone by the next one.
 Files are picked up once, by name (Spark's file source): a file rewritten in place is not
@@ -194,8 +198,24 @@ def _redo(spark: "SparkSession", usage_where: str, rollups: Path, hours: set[str
         with translating(f"writing {rollups}"):
             (hourly(win).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
              .partitionBy("hour").parquet(str(rollups / files.HOURLY)))
+        _redo_days(spark, rollups, {h[:10] for h in hours}, set(state["hours"]) | hours)
     state["hours"].update(hour_signatures(versions, hashes, sorted(hours)))
     files.save_state(rollups, state)
+
+
+def _redo_days(spark: "SparkSession", rollups: Path, days: set[str], kept: set[str]) -> None:
+    """Merge the hourly rollups of ``days`` (``YYYY-MM-DD``) into their daily partitions."""
+    from .rollups import daily
+
+    hourly_dir = rollups / files.HOURLY
+    paths = [str(hourly_dir / f"hour={h}") for h in sorted(kept) if h[:10] in days
+             and (hourly_dir / f"hour={h}").is_dir()]
+    if not paths:
+        return
+    with translating(f"writing {rollups}"):
+        hours = spark.read.option("basePath", str(hourly_dir)).parquet(*paths)
+        (daily(hours).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+         .partitionBy("day").parquet(str(rollups / files.DAILY)))
 
 
 def update_rollups(spark: "SparkSession", usage: str, rollups: str,

@@ -39,7 +39,7 @@ from .snapshots import QuotaVersions
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["HOUR_FORMAT", "hour_of", "hourly", "levels", "what_if"]
+__all__ = ["HOUR_FORMAT", "hour_of", "hourly", "daily", "levels", "what_if"]
 
 #: The ``hour`` partition value: the UTC hour's start, ``2025-01-06T14`` (sorts as time).
 HOUR_FORMAT = "yyyy-MM-dd'T'HH"
@@ -77,6 +77,18 @@ def hourly(win: "DataFrame") -> "DataFrame":
         # ties on ts have one quota: same bucket and time, same version
         F.max_by("quota", "ts").alias("q_last"), F.max("ts").alias("t_last"),
     )
+
+
+def daily(roll: "DataFrame") -> "DataFrame":
+    """Hourly rollups merged per UTC day, bucket, key and level, over brokers: the columns a
+    percentile over a range needs (``rates``, ``samples``, ``q_last``, ``t_last``), so that a
+    long range merges one sketch per day (quota_core.history_rollups reads them)."""
+    from pyspark.sql import functions as F
+
+    return roll.groupBy(F.date_format("t_last", "yyyy-MM-dd").alias("day"), *BUCKET, "level",
+                        "source").agg(
+        sketches.merge_agg("rates").alias("rates"), F.sum("samples").alias("samples"),
+        F.max_by("q_last", "t_last").alias("q_last"), F.max("t_last").alias("t_last"))
 
 
 def levels(roll: "DataFrame") -> "DataFrame":

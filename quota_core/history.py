@@ -55,17 +55,20 @@ def throttle_heatmap(windows: "pd.DataFrame", top: int = 20) -> "pd.DataFrame":
     over = windows[windows["over_quota"].fillna(False).astype(bool)]
     if over.empty:
         return pd.DataFrame()
-    labels = [client_label(u, c) for u, c in zip(over["user"], over["client_id"])]
+    # summed per client, broker and hour first: the labels are built per group, not per sample
+    by = ["user", "client_id"] + (["broker"] if "broker" in over else [])
+    sums = (over.assign(hour=pd.to_datetime(over["ts"]).dt.floor("h"))
+            .groupby(by + ["hour"], dropna=False, sort=False)["interval_s"].sum().reset_index())
+    labels = [client_label(u, c) for u, c in zip(sums["user"], sums["client_id"])]
     if "broker" in over:
-        brokers = [str(b) for b in over["broker"]]
+        brokers = [str(b) for b in sums["broker"]]
         everywhere = set(brokers)
         seen: dict[str, set[str]] = {}
         for label, b in zip(labels, brokers):
             seen.setdefault(label, set()).add(b)
         labels = [label if seen[label] == everywhere else f"{label} · broker {b}"
                   for label, b in zip(labels, brokers)]
-    hours = pd.to_datetime(over["ts"]).dt.floor("h")
-    table = (pd.DataFrame({"client": labels, "hour": hours, "s": over["interval_s"]})
+    table = (pd.DataFrame({"client": labels, "hour": sums["hour"], "s": sums["interval_s"]})
              .pivot_table(index="client", columns="hour", values="s", aggfunc="sum",
                           fill_value=0.0))
     order = table.sum(axis=1).sort_values(ascending=False).index[:top]

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 __all__ = ["BUCKET", "ENTRY", "hours_of", "hour_label", "freshness", "clients", "entries",
-           "sizing", "as_samples", "bucket_hours"]
+           "sizing", "sketch_rows", "as_samples", "bucket_hours"]
 
 BUCKET = ["user", "client_id", "key"]
 ENTRY = ["source", "level", "key"]
@@ -94,27 +94,56 @@ def sizing(roll: "pd.DataFrame") -> "pd.DataFrame":
     """Per entry: ``suggested_quota``, the largest p99 rate among the buckets it bound (rounded
     up for whole-number keys), ``current_quota`` its latest value, ``clients`` and
     ``tightest_client`` (user, client id of that largest p99)."""
+    import numpy as np
     import pandas as pd
 
+    columns = ENTRY + ["current_quota", "suggested_quota", "clients", "tightest_client"]
     bound = roll[roll["level"].fillna(0) > 0]
-    rows = []
-    for (source, level, key), part in bound.groupby(ENTRY, sort=False):
-        latest = part.loc[part["t_last"].idxmax()]
-        best, tightest, buckets = math.nan, None, 0
-        for (user, client_id), rows_of in part.groupby(["user", "client_id"], dropna=False,
-                                                        sort=False):
-            buckets += 1
-            p99 = rate_sketch.percentile(rate_sketch.merged(rows_of["rates"]), 0.99)
-            if not math.isnan(p99) and (math.isnan(best) or p99 > best):
-                best, tightest = p99, tuple(None if pd.isna(v) else v for v in (user, client_id))
-        spec = QUOTA_KEYS.get(key)
-        suggested = float(math.ceil(best)) if spec is not None and spec.integral and \
-            not math.isnan(best) else best
-        rows.append({"source": source, "level": level, "key": key,
-                     "current_quota": latest["q_last"], "suggested_quota": suggested,
-                     "clients": buckets, "tightest_client": tightest})
-    return pd.DataFrame(rows, columns=ENTRY + ["current_quota", "suggested_quota", "clients",
-                                               "tightest_client"])
+    if bound.empty:
+        return pd.DataFrame(columns=columns)
+    # one pass in group order: each (entry, bucket)'s sketches merged, its p99 read
+    group = bound.groupby(ENTRY + ["user", "client_id"], dropna=False, sort=False).ngroup()
+    order = np.argsort(group.to_numpy(), kind="stable")
+    codes, blobs = group.to_numpy()[order], bound["rates"].to_numpy()[order]
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    p99 = [rate_sketch.percentile(rate_sketch.merged(blobs[a:b]), 0.99)
+           for a, b in zip(starts, np.r_[starts[1:], len(codes)])]
+    first = bound.iloc[order[starts]]
+    buckets = first[ENTRY + ["user", "client_id"]].assign(p99=p99).reset_index(drop=True)
+    latest = bound.loc[bound.groupby(ENTRY, sort=False)["t_last"].idxmax(),
+                       ENTRY + ["q_last"]].rename(columns={"q_last": "current_quota"})
+    per_entry = buckets.groupby(ENTRY, sort=False)
+    out = latest.merge(per_entry.size().rename("clients").reset_index(), on=ENTRY)
+    ranked = buckets.dropna(subset=["p99"])
+    # ties as Spark's max_by(…, (p99, user, client_id)): the greatest names, nulls least
+    top = ranked.sort_values(["p99", "user", "client_id"], na_position="first").groupby(
+        ENTRY, sort=False, dropna=False).tail(1)
+    top = top.assign(tightest_client=[tuple(None if pd.isna(v) else v for v in pair)
+                                      for pair in zip(top["user"], top["client_id"])])
+    out = out.merge(top[ENTRY + ["p99", "tightest_client"]], on=ENTRY, how="left")
+    whole = out["key"].map(lambda k: bool(getattr(QUOTA_KEYS.get(k), "integral", False)))
+    out["suggested_quota"] = np.where(whole, np.ceil(out["p99"]), out["p99"])
+    return out[columns]
+
+
+def sketch_rows(hourly: "pd.DataFrame", daily: "pd.DataFrame", first: str,
+                last: str) -> "pd.DataFrame":
+    """The rows whose sketches :func:`sizing` merges for the hours ``first`` to ``last``: a
+    day's merged row (``daily``, pipeline.rollups.daily) where the range holds every kept
+    hour of that day, else the day's hourly rows in range: at 48 h, about 1/70 of the
+    sketches (a day's row merges 24 hours and every broker)."""
+    import pandas as pd
+
+    mine = hourly[(hourly["hour"] >= first) & (hourly["hour"] <= last)]
+    kept = set(hourly["hour"].unique())  # a few hundred hour keys: sets, not rows
+    outside = {h[:10] for h in kept if not first <= h <= last}
+    held = set(daily["day"].unique()) if len(daily) else set()
+    whole = ({h[:10] for h in kept if first <= h <= last} - outside) & held
+    if not whole:
+        return mine
+    in_whole = [h for h in kept if h[:10] in whole]
+    return pd.concat([daily[daily["day"].isin(whole)], mine[~mine["hour"].isin(in_whole)]],
+                     ignore_index=True)
 
 
 def as_samples(roll: "pd.DataFrame") -> "pd.DataFrame":

@@ -28,7 +28,7 @@ import pytest
 from pipeline import sketches
 from pipeline.incremental import update_rollups
 from pipeline.job import run
-from quota_core.telemetry.rollup_files import load_state, read_rollups
+from quota_core.telemetry.rollup_files import load_state, read_daily, read_rollups
 from pipeline.schema import QUOTA_COLUMNS, USAGE_COLUMNS, arrow_schema
 from quota_core import history_rollups, rate_sketch
 from quota_core.entities import Entity
@@ -185,6 +185,18 @@ def test_the_pages_tables_from_rollups_are_the_spark_jobs(grown):
         assert got[column].tolist() == want[column].tolist(), column
     assert [tuple(t) for t in got["tightest_client"]] == [
         (t["user"], t["client_id"]) for t in want["tightest_client"]]
+    # through the daily sketches (the range holds the whole day): the same sizing; the daily
+    # rows were merged again after every step (hour 02's day was redone with it)
+    daily = read_daily(base / "rollups", ["2025-01-06"])
+    assert len(daily) and set(daily["day"]) == {"2025-01-06"}
+    assert daily["samples"].sum() == roll["samples"].sum()
+    rows = history_rollups.sketch_rows(roll, daily, H[0], H[2])
+    assert set(rows["day"].dropna()) == {"2025-01-06"} and rows["hour"].isna().all()
+    tiered = history_rollups.sizing(rows).sort_values(entry).reset_index(drop=True)
+    pd.testing.assert_frame_equal(tiered, got)
+    # a range of part of the day: its hours, not the day
+    part = history_rollups.sketch_rows(roll, daily, H[1], H[2])
+    assert set(part["hour"]) == {H[1], H[2]}
     # one bucket's hours: etl on b1, hour 02 under the lowered quota
     hours = history_rollups.bucket_hours(roll, "etl", None, "producer_byte_rate")
     last = hours[(hours["broker"] == "b1")].iloc[-1]

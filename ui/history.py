@@ -48,6 +48,15 @@ def rollup_rows(rollups: str, updated_at: str):
     return read_rollups(rollups)
 
 
+@st.cache_resource(show_spinner="Reading the daily sketches…", max_entries=2)
+def daily_rows(rollups: str, updated_at: str):
+    """Every day's merged rate sketches (``<rollups>/daily``), read once per update."""
+    from quota_core.telemetry.rollup_files import load_state, read_daily
+
+    days = sorted({h[:10] for h in load_state(rollups)["hours"]})
+    return read_daily(rollups, days)
+
+
 def _in_range(rollups: str, updated_at: str, first: str, last: str):
     roll = rollup_rows(rollups, updated_at)
     return roll[(roll["hour"] >= first) & (roll["hour"] <= last)]
@@ -57,17 +66,19 @@ def _in_range(rollups: str, updated_at: str, first: str, last: str):
 def range_tables(rollups: str, updated_at: str, first: str, last: str) -> dict:
     """History's tables for the hours ``first`` to ``last`` (``hour`` keys, both included)."""
     from quota_core import history_rollups as hr
+    from quota_core.history import throttle_heatmap
 
     part = _in_range(rollups, updated_at, first, last)
     return {"by_client": hr.clients(part), "by_entry": hr.entries(part),
-            "samples": hr.as_samples(part)}
+            "heat": throttle_heatmap(hr.as_samples(part[part["throttled_s"] > 0]))}
 
 
 @st.cache_data(show_spinner="Sizing from the rate sketches…", max_entries=16)
 def range_sizing(rollups: str, updated_at: str, first: str, last: str):
     from quota_core import history_rollups as hr
 
-    return hr.sizing(_in_range(rollups, updated_at, first, last))
+    return hr.sizing(hr.sketch_rows(rollup_rows(rollups, updated_at),
+                                    daily_rows(rollups, updated_at), first, last))
 
 
 @st.cache_data(max_entries=32)

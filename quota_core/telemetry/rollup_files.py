@@ -3,6 +3,8 @@
 Layout (``--rollups DIR``, default ``<history>/rollups``)::
 
     DIR/hourly/hour=2025-01-06T14/part-*.parquet   the rollups (pipeline.rollups), an hour each
+    DIR/daily/day=2025-01-06/part-*.parquet        each day's rate sketches, merged (a reader of
+                                                    a long range merges a sketch per day)
     DIR/_state.json                                 hours kept, their quota signature, freshness
     DIR/_versions.pkl                               the quota versions last folded (a cache)
     DIR/_checkpoints/usage, DIR/_checkpoints/quotas Structured Streaming's checkpoints
@@ -18,10 +20,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HOURLY", "STATE", "VERSIONS", "CHECKPOINTS", "hour_key", "load_state",
-           "save_state", "read_rollups"]
+__all__ = ["HOURLY", "DAILY", "STATE", "VERSIONS", "CHECKPOINTS", "hour_key", "load_state",
+           "save_state", "read_rollups", "read_daily"]
 
 HOURLY = "hourly"
+DAILY = "daily"
 STATE = "_state.json"
 VERSIONS = "_versions.pkl"
 CHECKPOINTS = "_checkpoints"
@@ -49,27 +52,43 @@ def save_state(rollups: str | Path, state: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def read_rollups(rollups: str | Path, start: datetime | None = None,
-                 end: datetime | None = None, columns: list[str] | None = None):
-    """The hourly rollups whose hour starts in ``[start, end)`` (naive UTC; None: open), as a
-    pandas DataFrame with ``hour`` as text; empty (no rows) when there are none yet. pyarrow
-    only: no Spark. ``rates`` (the sketches) are bytes; read them with Spark's
-    ``kll_sketch_*`` functions."""
+def _read(where: Path, part: str, columns: list[str] | None, cond_of):
     import pandas as pd
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    where = Path(rollups) / HOURLY
     if not where.is_dir():
-        return pd.DataFrame(columns=columns or ["hour"])
+        return pd.DataFrame(columns=columns or [part])
     dataset = ds.dataset(str(where), format="parquet", partitioning=ds.partitioning(
-        pa.schema([("hour", pa.string())]), flavor="hive"))
-    hour = ds.field("hour")
-    cond = None
+        pa.schema([(part, pa.string())]), flavor="hive"))
+    return dataset.to_table(columns=columns, filter=cond_of(ds.field(part))).to_pandas()
+
+
+def read_daily(rollups: str | Path, days: list[str], columns: list[str] | None = None):
+    """The daily rollups (a sketch per day, bucket, key and level) of ``days``
+    (``YYYY-MM-DD``), ``day`` as text; empty when there are none."""
+    return _read(Path(rollups) / DAILY, "day", columns, lambda day: day.isin(list(days)))
+
+
+def read_rollups(rollups: str | Path, start: datetime | None = None,
+                 end: datetime | None = None, columns: list[str] | None = None,
+                 hours: list[str] | None = None):
+    """The hourly rollups whose hour starts in ``[start, end)`` (naive UTC; None: open), or
+    whose ``hour`` key is in ``hours``, as a pandas DataFrame with ``hour`` as text; empty (no
+    rows) when there are none yet. pyarrow only: no Spark. ``rates`` (the sketches) are
+    bytes: DataSketches' KLL format (quota_core.rate_sketch reads them)."""
+    return _read(Path(rollups) / HOURLY, "hour", columns,
+                 lambda hour: _hour_filter(hour, start, end, hours))
+
+
+def _hour_filter(hour, start: datetime | None, end: datetime | None,
+                 hours: list[str] | None):
+    cond = None if hours is None else hour.isin(list(hours))
     if start is not None:  # a range not on the hour keeps the hours it touches
-        cond = hour >= hour_key(start)
+        test = hour >= hour_key(start)
+        cond = test if cond is None else cond & test
     if end is not None:
         on_hour = end == end.replace(minute=0, second=0, microsecond=0)
         test = hour < hour_key(end) if on_hour else hour <= hour_key(end)
         cond = test if cond is None else cond & test
-    return dataset.to_table(columns=columns, filter=cond).to_pandas()
+    return cond
