@@ -105,7 +105,8 @@ if not top.empty:
                       title="client · key"), xaxis_title="hours over quota (all brokers)",
                       margin=dict(l=10, r=10, t=50, b=10))
     g1.plotly_chart(fig, key="hi_top_clients")
-entries = by_entry[by_entry["throttled_s"] > 0].sort_values("throttled_s", ascending=False)
+entries = (by_entry[by_entry["throttled_s"] > 0]
+           .sort_values("throttled_s", ascending=False).head(15))  # as many as the chart shows
 if not entries.empty:
     names = [chart_text(f"{entity_from_json(s).display()} · {k}") for s, k in
              zip(entries["source"], entries["key"])]
