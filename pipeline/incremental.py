@@ -111,8 +111,9 @@ def _stream(spark: "SparkSession", path: str, columns: dict[str, str], checkpoin
 
     def guarded(df: "DataFrame", batch_id: int) -> None:
         try:
-            batch(check_columns(df, {"ts": "timestamp"}, path, text_ts=(fmt == "json")),
-                  batch_id)
+            # the stream's own column ``file`` (input_file_name) is passed through
+            batch(check_columns(df, {"ts": "timestamp", "file": "string"}, path,
+                                text_ts=(fmt == "json")), batch_id)
         except BaseException as exc:  # re-raised below: Spark would wrap it in a Py4J error
             errors.append(exc)
             raise
@@ -120,7 +121,10 @@ def _stream(spark: "SparkSession", path: str, columns: dict[str, str], checkpoin
     with translating(path):
         reader = spark.readStream.schema(schema)
         raw = reader.parquet(path) if fmt == "parquet" else reader.json(path)
-        writer = (raw.select("ts").writeStream.foreachBatch(guarded)
+        from pyspark.sql import functions as F
+
+        writer = (raw.select("ts", F.input_file_name().alias("file")).writeStream
+                  .foreachBatch(guarded)
                   .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
         # A streaming plan runs without adaptive execution anyway; asking for it only adds a
         # WARN line between the progress lines. The batch jobs inside keep the session's.
@@ -183,9 +187,13 @@ def _redo(spark: "SparkSession", usage_where: str, rollups: Path, hours: set[str
     from .snapshots import with_version
 
     ranges = _hour_ranges(sorted(hours))
+    # the files known to hold these hours' samples, when every hour has its record: a day's
+    # thousands of scrape files are otherwise opened to find one hour's
+    known = [files.hour_files(rollups, h) for h in sorted(hours)]
+    only = None if any(not k for k in known) else sorted({f for k in known for f in k})
     samples = None
     for when in ranges:
-        part = read_usage(spark, usage_where, when)
+        part = read_usage(spark, usage_where, when, files=only)
         samples = part if samples is None else samples.unionByName(part)
     samples = samples.where(hour_of(F.col("ts")).isin(*sorted(hours)))
     keyed = with_key(with_version(samples, versions))
@@ -201,6 +209,14 @@ def _redo(spark: "SparkSession", usage_where: str, rollups: Path, hours: set[str
         _redo_days(spark, rollups, {h[:10] for h in hours}, set(state["hours"]) | hours)
     state["hours"].update(hour_signatures(versions, hashes, sorted(hours)))
     files.save_state(rollups, state)
+
+
+def _local(uri: str) -> str:
+    """A file of the stream (``input_file_name``: a URI, its special characters escaped) as a
+    local path."""
+    from urllib.parse import unquote, urlparse
+
+    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
 
 
 def _redo_days(spark: "SparkSession", rollups: Path, days: set[str], kept: set[str]) -> None:
@@ -242,9 +258,13 @@ def update_rollups(spark: "SparkSession", usage: str, rollups: str,
     done = Update()
 
     def batch(df: "DataFrame", batch_id: int) -> None:
-        found = df.agg(F.collect_set(hour_of(F.col("ts"))).alias("hours"),
-                       F.max("ts").alias("up_to")).first()
-        hours = set(found["hours"] or ()) | pending
+        per_hour = df.groupBy(hour_of(F.col("ts")).alias("hour")).agg(
+            F.collect_set("file").alias("files"), F.max("ts").alias("up_to")).collect()
+        files.add_hour_files(root, {r["hour"]: [_local(f) for f in r["files"]]
+                                    for r in per_hour if r["hour"] is not None})
+        found = {"up_to": max((r["up_to"] for r in per_hour if r["up_to"] is not None),
+                              default=None)}
+        hours = {r["hour"] for r in per_hour if r["hour"] is not None} | pending
         if hours:
             progress(f"rolling up {len(hours)} hour(s)")
             _redo(spark, usage_where, root, hours, versions, hashes, state)

@@ -97,7 +97,7 @@ def _in_range(file: Path, when: TimeRange, keep_before_start: bool) -> bool:
 
 
 def check_parquet_files(path: str, columns: dict[str, str], when: TimeRange,
-                        keep_before_start: bool = False) -> None:
+                        keep_before_start: bool = False, only: list[str] | None = None) -> None:
     """Every local Parquet file in range has every column with the contract's type.
 
     Spark takes the schema from one file and reads a column missing from another file as
@@ -109,9 +109,10 @@ def check_parquet_files(path: str, columns: dict[str, str], when: TimeRange,
     if "://" in path and not path.startswith("file:"):
         return
     root = Path(path.removeprefix("file:"))
-    files = [f for f in sorted(root.rglob("*.parquet"))
-             if not any(p.startswith((".", "_")) for p in f.relative_to(root).parts)
-             and _in_range(f, when, keep_before_start)]
+    files = [Path(f) for f in only] if only is not None else [
+        f for f in sorted(root.rglob("*.parquet"))
+        if not any(p.startswith((".", "_")) for p in f.relative_to(root).parts)
+        and _in_range(f, when, keep_before_start)]
 
     def schema_of(file: Path):
         try:
@@ -151,20 +152,23 @@ def _check_ts_text(df: "DataFrame", path: str) -> None:
 
 
 def read_table(spark: "SparkSession", path: str, columns: dict[str, str],
-               when: TimeRange, keep_before_start: bool = False) -> "DataFrame":
+               when: TimeRange, keep_before_start: bool = False,
+               files: list[str] | None = None) -> "DataFrame":
     """One input table, schema-checked and cut to ``when`` (partitions pruned first).
 
     ``keep_before_start`` keeps rows before ``when.start``: a quota snapshot taken before the
-    range still binds the samples at its start.
+    range still binds the samples at its start. ``files``: read only these files under
+    ``path`` (those known to hold the range), not every file of its days.
     """
     from pyspark.sql import functions as F
 
     fmt = detect_format(path)
     if fmt == "parquet":
-        check_parquet_files(path, columns, when, keep_before_start)
+        check_parquet_files(path, columns, when, keep_before_start, only=files)
     with translating(path):
         reader = spark.read.option("basePath", path)
-        raw = reader.parquet(path) if fmt == "parquet" else reader.json(path)
+        where = [path] if files is None else files
+        raw = reader.parquet(*where) if fmt == "parquet" else reader.json(*where)
         if "_corrupt_record" in raw.columns:
             raise PipelineError(f"{path}: some lines are not JSON objects; fix or remove them.",
                                 path=path)
@@ -184,11 +188,12 @@ def read_table(spark: "SparkSession", path: str, columns: dict[str, str],
     return df
 
 
-def read_usage(spark: "SparkSession", path: str, when: TimeRange = TimeRange()) -> "DataFrame":
+def read_usage(spark: "SparkSession", path: str, when: TimeRange = TimeRange(),
+               files: list[str] | None = None) -> "DataFrame":
     """Usage samples under ``path`` in ``when``, schema-checked. Whether there are any, and
     whether every quota_type is known, is checked by :func:`check_buckets` on the distinct
     buckets the resolution collects anyway (no extra pass over the samples)."""
-    return read_table(spark, path, USAGE_COLUMNS, when)
+    return read_table(spark, path, USAGE_COLUMNS, when, files=files)
 
 
 def check_buckets(buckets: "pd.DataFrame", path: str, when: TimeRange) -> None:

@@ -20,6 +20,7 @@ import os
 import signal
 import threading
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,7 +29,7 @@ import pytest
 from pipeline import sketches
 from pipeline.incremental import update_rollups
 from pipeline.job import run
-from quota_core.telemetry.rollup_files import load_state, read_daily, read_rollups
+from quota_core.telemetry.rollup_files import hour_files, load_state, read_daily, read_rollups
 from pipeline.schema import QUOTA_COLUMNS, USAGE_COLUMNS, arrow_schema
 from quota_core import history_rollups, rate_sketch
 from quota_core.entities import Entity
@@ -128,6 +129,12 @@ def test_a_late_sample_redoes_its_hour(grown):
     pd.testing.assert_frame_equal(frame[frame["hour"] == H[1]].reset_index(drop=True),
                                   steps["first"][1][lambda f: f["hour"] == H[1]]
                                   .reset_index(drop=True))
+    # the hour was redone from the files recorded for it (the late one added), not from
+    # every file of its day
+    base = grown[0]
+    assert [Path(f).name for f in hour_files(base / "rollups", H[0])] == [
+        "h00.parquet", "late-0035.parquet"]
+    assert [Path(f).name for f in hour_files(base / "rollups", H[2])] == ["h02.parquet"]
 
 
 def test_a_late_snapshot_redoes_the_hours_it_changes(grown):

@@ -8,6 +8,8 @@ Layout (``--rollups DIR``, default ``<history>/rollups``)::
     DIR/_state.json                                 hours kept, their quota signature, freshness
     DIR/_versions.pkl                               the quota versions last folded (a cache)
     DIR/_checkpoints/usage, DIR/_checkpoints/quotas Structured Streaming's checkpoints
+    DIR/_files/hour=2025-01-06T14.json              the sample files holding that hour's samples
+                                                    (an hour is redone from these alone)
 
 ``_state.json`` is replaced atomically (written beside, then renamed). ``up_to`` is the time
 of the latest sample rolled up and ``updated_at`` when that run ended, both ISO-8601 UTC.
@@ -21,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["HOURLY", "DAILY", "STATE", "VERSIONS", "CHECKPOINTS", "hour_key", "load_state",
-           "save_state", "read_rollups", "read_daily"]
+           "save_state", "read_rollups", "read_daily", "hour_files", "add_hour_files"]
 
 HOURLY = "hourly"
 DAILY = "daily"
 STATE = "_state.json"
 VERSIONS = "_versions.pkl"
 CHECKPOINTS = "_checkpoints"
+FILES = "_files"
 
 
 def hour_key(t: datetime) -> str:
@@ -62,6 +65,29 @@ def _read(where: Path, part: str, columns: list[str] | None, cond_of):
     dataset = ds.dataset(str(where), format="parquet", partitioning=ds.partitioning(
         pa.schema([(part, pa.string())]), flavor="hive"))
     return dataset.to_table(columns=columns, filter=cond_of(ds.field(part))).to_pandas()
+
+
+def hour_files(rollups: str | Path, hour: str) -> list[str] | None:
+    """The sample files known to hold samples of ``hour`` that still exist; None when the
+    hour has no record (rollups kept before the record was)."""
+    try:
+        names = json.loads((Path(rollups) / FILES / f"hour={hour}.json").read_text("utf-8"))
+    except FileNotFoundError:
+        return None
+    return [n for n in names if os.path.exists(n)]
+
+
+def add_hour_files(rollups: str | Path, found: dict[str, list[str]]) -> None:
+    """Record that the files ``found[hour]`` hold samples of that hour (added to the record;
+    each record replaced atomically)."""
+    folder = Path(rollups) / FILES
+    folder.mkdir(parents=True, exist_ok=True)
+    for hour, names in found.items():
+        path = folder / f"hour={hour}.json"
+        known = set(hour_files(rollups, hour) or ())
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(sorted(known | set(names))), encoding="utf-8")
+        tmp.replace(path)
 
 
 def read_daily(rollups: str | Path, days: list[str], columns: list[str] | None = None):
