@@ -8,12 +8,12 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from quota_core.live import join_usage, throttled_rows
+from quota_core.live import throttled_rows
 from quota_core.settle import changed_lately, recent_changes
 from quota_core.units import format_quota, format_rate
 from ui.charts import utilisation_bar
 from ui.coverage import unwatched_warnings
-from ui.live import feed
+from ui.live import feed, usage_rows
 from ui.render import entity_text
 from ui.spread import show_bucket_spreads
 from ui.context import context, secrets_dict
@@ -69,7 +69,7 @@ def board() -> None:
         st.error(md(f"Cannot read the metrics of {down.name}, {down.since_text(frame.at)}. "
                     f"{down.error}"), icon=":material/cloud_off:")
     unwatched = unwatched_warnings(frame)
-    rows = join_usage(frame.series, ctx.snapshot.quotas)
+    rows = usage_rows(frame, ctx.snapshot.quotas)
     hot = throttled_rows(rows, above=float(above))
     throttled = [r for r in hot if r.throttled]
     near = [r for r in hot if not r.throttled]  # the rows shown = throttled + near
