@@ -40,8 +40,6 @@ if not ctx.connected:
     st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
     st.stop()
 settings_warnings(ctx.backend)  # a custom quota callback, brokers that disagree
-above = st.slider("Also show buckets running at or above this share of their quota", 50, 100,
-                  80, step=5, format="%d%%", key="tn_above")
 
 
 def _plural(n: int, word: str) -> str:
@@ -59,6 +57,9 @@ def _clock(t: float) -> str:
 
 @st.fragment(run_every=5)
 def board() -> None:
+    # In the fragment with what it filters: moving it reruns the board, not the page.
+    above = st.slider("Also show buckets running at or above this share of their quota", 50,
+                      100, 80, step=5, format="%d%%", key="tn_above")
     frame = live.latest()
     if frame is None:
         st.warning("The metrics endpoints have not answered yet.", icon=":material/hourglass:")
