@@ -8,12 +8,12 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from quota_core.live import join_usage, throttled_rows
+from quota_core.live import throttled_rows
 from quota_core.settle import changed_lately, recent_changes
 from quota_core.units import format_quota, format_rate
 from ui.charts import utilisation_bar
 from ui.coverage import unwatched_warnings
-from ui.live import feed
+from ui.live import feed, usage_rows
 from ui.render import entity_text
 from ui.spread import show_bucket_spreads
 from ui.context import context, secrets_dict
@@ -40,8 +40,6 @@ if not ctx.connected:
     st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
     st.stop()
 settings_warnings(ctx.backend)  # a custom quota callback, brokers that disagree
-above = st.slider("Also show buckets running at or above this share of their quota", 50, 100,
-                  80, step=5, format="%d%%", key="tn_above")
 
 
 def _plural(n: int, word: str) -> str:
@@ -59,6 +57,9 @@ def _clock(t: float) -> str:
 
 @st.fragment(run_every=5)
 def board() -> None:
+    # In the fragment with what it filters: moving it reruns the board, not the page.
+    above = st.slider("Also show buckets running at or above this share of their quota", 50,
+                      100, 80, step=5, format="%d%%", key="tn_above")
     frame = live.latest()
     if frame is None:
         st.warning("The metrics endpoints have not answered yet.", icon=":material/hourglass:")
@@ -69,7 +70,7 @@ def board() -> None:
         st.error(md(f"Cannot read the metrics of {down.name}, {down.since_text(frame.at)}. "
                     f"{down.error}"), icon=":material/cloud_off:")
     unwatched = unwatched_warnings(frame)
-    rows = join_usage(frame.series, ctx.snapshot.quotas)
+    rows = usage_rows(frame, ctx.snapshot.quotas)
     hot = throttled_rows(rows, above=float(above))
     throttled = [r for r in hot if r.throttled]
     near = [r for r in hot if not r.throttled]  # the rows shown = throttled + near

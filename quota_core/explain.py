@@ -9,7 +9,7 @@ from .units import format_quota
 __all__ = ["explain_key", "explain"]
 
 
-def explain_key(resolution: Resolution, key: str, quotas=None) -> str:
+def explain_key(resolution: Resolution, key: str, quotas=None, members=None) -> str:
     """One sentence: ``alice's client ids share 1 MiB/s on each broker, set for {user=alice}``.
 
     With ``quotas`` (the quota set resolved against), a shared bucket names the client ids
@@ -38,12 +38,13 @@ def explain_key(resolution: Resolution, key: str, quotas=None) -> str:
     tags = dict(r.bucket.tags)
     but = ""
     if quotas is not None and r.bucket.kind in ("user", "client-id"):
-        from .membership import Membership
+        from .membership import Membership, names_text
 
-        own = Membership(quotas).excepted(key, (tags[USER] or None, tags[CLIENT_ID] or None))
+        own = (members or Membership(quotas)).excepted(key, (tags[USER] or None,
+                                                             tags[CLIENT_ID] or None))
         if own:
             what = "client ids" if r.bucket.kind == "user" else "users"
-            but = (f" (except {what} {', '.join(map(repr, own))}, in a bucket of "
+            but = (f" (except {what} {names_text(own)}, in a bucket of "
                    f"{'its' if len(own) == 1 else 'their'} own)")
     if r.bucket.kind == "user":
         who = f"All client ids of user {tags[USER]!r}{but} share {amount}"

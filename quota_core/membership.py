@@ -23,7 +23,8 @@ from typing import Iterable, Mapping, TypeVar
 from . import ladder
 from .entities import CLIENT_ID, USER, Entity
 
-__all__ = ["Tags", "Membership", "bucket_tags", "split_rows", "kind_of_tags"]
+__all__ = ["Tags", "Membership", "bucket_tags", "split_rows", "kind_of_tags", "names_text",
+           "NAMES_SHOWN"]
 
 #: A bucket's tags: (user, client id), None where the bucket is not keyed by that tag.
 Tags = tuple[str | None, str | None]
@@ -136,13 +137,27 @@ class Membership:
             return f"only client id {c!r} of user {u!r}"
         if u is not None:
             but = "" if not own else \
-                f" except {', '.join(map(repr, own))} (in a bucket of {_its(own)} own)"
+                f" except {names_text(own)} (in a bucket of {_its(own)} own)"
             return f"every client id of user {u!r}{but}"
         if c is not None:
             but = "" if not own else \
-                f" except users {', '.join(map(repr, own))} (in a bucket of {_its(own)} own)"
+                f" except users {names_text(own)} (in a bucket of {_its(own)} own)"
             return f"every user running client id {c!r}{but}"
         return "every client without a user or client id"
+
+
+#: A sentence names at most this many of the names an entry takes out of a shared bucket: at
+#: 100,000 entries that can be tens of thousands, which nobody reads and which made Resolve send
+#: megabytes of text to the browser on every keystroke.
+NAMES_SHOWN = 10
+
+
+def names_text(names: list[str]) -> str:
+    """``'a', 'b'``: the names, quoted; past :data:`NAMES_SHOWN`, the first ones and how many
+    more (``'a', …, 'j' and 4,754 more``)."""
+    shown = ", ".join(map(repr, names[:NAMES_SHOWN]))
+    more = len(names) - NAMES_SHOWN
+    return shown if more <= 0 else f"{shown} and {more:,} more"
 
 
 def _its(names: list[str]) -> str:

@@ -1,10 +1,16 @@
 """Plotly figures for the Browse page. Aggregated in pandas first, so a figure for 100,000
-entries carries a few dozen numbers, not 100,000 points."""
+entries carries a few dozen numbers, not 100,000 points.
+
+Browse shows the same figures as plain HTML by default (:func:`level_bars_html`,
+:func:`byte_rate_table_html`): a few bars and a small table cost the browser next to nothing,
+where two Plotly charts cost ~100 ms on every filter change (Plotly's script redraws both).
+The Plotly charts are one toggle away, for hovering and zooming."""
 from __future__ import annotations
 
 import json
 import threading
 from collections import OrderedDict
+from html import escape
 
 import numpy as np
 import plotly.graph_objects as go
@@ -16,7 +22,8 @@ from quota_core.units import format_bytes
 
 from .text import chart_text
 
-__all__ = ["level_bar", "byte_rate_box", "utilisation_bar", "rate_vs_quota"]
+__all__ = ["level_bar", "byte_rate_box", "utilisation_bar", "rate_vs_quota", "level_bars_html",
+           "byte_rate_table_html"]
 
 _PATTERNS = {str(r.level): r.pattern for r in LADDER} | {"ip": "{ip=…}"}
 _BUCKET_COLOURS = {"user+client-id": "#1a73e8", "user": "#e37400", "client-id": "#188038",
@@ -41,13 +48,20 @@ def _figure(spec: dict) -> go.Figure:
     Even so a figure costs ~5 ms to validate on every rerun of a page, and
     the same few specs come back again and again (a filter undone, another session on the same
     set): recently made figures are reused. Streamlit only reads a figure (``to_json``)."""
-    key = json.dumps(spec, sort_keys=True, default=_plain)
+    return _remembered(json.dumps(spec, sort_keys=True, default=_plain),
+                       lambda: go.Figure(spec))
+
+
+def _remembered(key: str, build) -> go.Figure:
+    """The figure made for ``key`` (its data, as text) if it is still kept, else ``build()``:
+    a figure is not built again while its data has not changed (a live panel redrawn every
+    5 s between two scrapes, a rerun of the page around it)."""
     with _FIGURES_LOCK:
         figure = _FIGURES.get(key)
         if figure is not None:
             _FIGURES.move_to_end(key)
             return figure
-    figure = go.Figure(spec)
+    figure = build()
     with _FIGURES_LOCK:
         _FIGURES[key] = figure
         while len(_FIGURES) > _FIGURES_KEPT:
@@ -135,6 +149,50 @@ def byte_rate_box(frame) -> go.Figure:
     return _figure(_byte_rate_box_spec(frame))
 
 
+def level_bars_html(counts: dict[str, int]) -> str:
+    """Entries per ladder level as bars (HTML, no chart library), coloured by who shares a
+    quota set at that level: the figures of :func:`level_bar`."""
+    top = max(counts.values(), default=0) or 1
+    rows = []
+    for lv in LEVELS:
+        n = counts.get(lv, 0)
+        colour = _BUCKET_COLOURS[_BUCKET_OF[lv]]
+        rows.append(
+            f'<tr class="qc-level-bar" data-level="{lv}"><td style="padding:1px 8px;'
+            f'white-space:nowrap">{lv} <code>{escape(_PATTERNS[lv])}</code></td>'
+            f'<td style="padding:1px 8px;text-align:right">{n:,}</td>'
+            f'<td style="padding:1px 8px;width:60%"><div style="background:{colour};height:12px;'
+            f'width:{100 * n / top:.1f}%;min-width:{1 if n else 0}px"></div></td></tr>')
+    legend = " · ".join(f'<span style="color:{c}">■</span> one quota per {escape(b)}'
+                        for b, c in _BUCKET_COLOURS.items())
+    return (f'<div class="qc-level-bars"><b>Entries per ladder level</b>'
+            f'<table style="width:100%;border-collapse:collapse;font-size:0.9em">'
+            f'{"".join(rows)}</table><div style="font-size:0.8em;color:#5f6368">{legend}'
+            f'</div></div>')
+
+
+def byte_rate_table_html(frame) -> str:
+    """Byte-rate quotas per ladder level, min · quartiles · max, as a table (HTML, no chart
+    library): the figures of :func:`byte_rate_box`."""
+    body = []
+    for key in ("producer_byte_rate", "consumer_byte_rate"):
+        for lv, n, q in _level_stats(frame, key):
+            cells = "".join(f'<td style="padding:1px 8px;text-align:right">'
+                            f'{escape(format_bytes(float(v)))}/s</td>' for v in q)
+            body.append(f'<tr class="qc-rate-row"><td style="padding:1px 8px">{key}</td>'
+                        f'<td style="padding:1px 8px">{lv} <code>{escape(_PATTERNS[lv])}</code>'
+                        f'</td><td style="padding:1px 8px;text-align:right">{n:,}</td>{cells}</tr>')
+    if not body:
+        return ('<div class="qc-rate-table"><b>Byte-rate quotas by ladder level</b><br>'
+                'No entry shown sets a byte rate.</div>')
+    head = "".join(f'<th style="padding:1px 8px;text-align:{a}">{h}</th>' for h, a in (
+        ("key", "left"), ("level", "left"), ("entries", "right"), ("min", "right"),
+        ("q1", "right"), ("median", "right"), ("q3", "right"), ("max", "right")))
+    return (f'<div class="qc-rate-table"><b>Byte-rate quotas by ladder level</b> (per broker)'
+            f'<table style="border-collapse:collapse;font-size:0.9em"><tr>{head}</tr>'
+            f'{"".join(body)}</table></div>')
+
+
 def _bucket_label(row) -> str:
     tags = ", ".join(f"{t}={n}" for t, n in row.bucket.items() if n is not None)
     return chart_text(f"{row.broker} · {row.quota_type} · {tags}")
@@ -143,6 +201,11 @@ def _bucket_label(row) -> str:
 def utilisation_bar(rows) -> go.Figure:
     """Use of quota per bucket (rate / quota), throttled buckets in red, a line at 100 %."""
     rows = [r for r in rows if r.utilisation is not None][::-1]  # worst on top
+    data = [(_bucket_label(r), r.utilisation, bool(r.throttled)) for r in rows]
+    return _remembered(json.dumps(["utilisation", data]), lambda: _utilisation_bar(rows))
+
+
+def _utilisation_bar(rows) -> go.Figure:
     fig = go.Figure(go.Bar(
         x=[r.utilisation * 100 for r in rows], y=[_bucket_label(r) for r in rows],
         orientation="h", marker_color=["#d93025" if r.throttled else "#f9ab00" for r in rows],
@@ -160,6 +223,11 @@ def utilisation_bar(rows) -> go.Figure:
 def rate_vs_quota(points, key: str, title: str) -> go.Figure:
     """Rate over time against the quota, per broker. ``points``: (time, broker, rate, quota,
     throttle_ms) tuples."""
+    return _remembered(json.dumps(["rate", key, title, points], default=_plain),
+                       lambda: _rate_vs_quota(points, key, title))
+
+
+def _rate_vs_quota(points, key: str, title: str) -> go.Figure:
     import pandas as pd
 
     frame = pd.DataFrame(points, columns=["time", "broker", "rate", "quota", "throttle_ms"])

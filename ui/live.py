@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 import streamlit as st
@@ -22,7 +22,7 @@ from quota_core.errors import QuotaError
 
 from .settings import metrics_endpoints, metrics_template
 
-__all__ = ["LiveFeed", "feed", "Frame", "Down", "endpoint_name"]
+__all__ = ["LiveFeed", "feed", "Frame", "Down", "endpoint_name", "usage_rows"]
 
 
 def endpoint_name(endpoint: Endpoint) -> str:
@@ -134,3 +134,30 @@ def feed(secrets: dict) -> tuple[LiveFeed | None, str | None]:
         return _feed(text), None
     except QuotaError as exc:
         return None, f"The metrics endpoints setting is not usable: {exc}"
+
+
+_ROWS: "OrderedDict[tuple[int, int], tuple[Frame, object, list]]" = OrderedDict()
+_ROWS_KEPT = 8
+_ROWS_LOCK = threading.Lock()
+
+
+def usage_rows(frame: Frame, quotas) -> list:
+    """:func:`quota_core.live.join_usage` of one scrape round against one quota set, computed
+    once per process: Throttled now and every Resolve live panel (each session, every 5 s)
+    read the same round, and resolving its buckets indexes the whole set (~1 s at 100,000
+    entries). Keyed by identity; the entry holds both objects, so an id is not reused while
+    it is kept. The rows are shared: callers read them, never change them."""
+    from quota_core.live import join_usage
+
+    key = (id(frame), id(quotas))
+    with _ROWS_LOCK:
+        hit = _ROWS.get(key)
+        if hit is not None and hit[0] is frame and hit[1] is quotas:
+            _ROWS.move_to_end(key)
+            return hit[2]
+    rows = join_usage(frame.series, quotas)
+    with _ROWS_LOCK:
+        _ROWS[key] = (frame, quotas, rows)
+        while len(_ROWS) > _ROWS_KEPT:
+            _ROWS.popitem(last=False)
+    return rows

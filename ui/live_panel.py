@@ -12,27 +12,28 @@ from datetime import datetime
 
 import streamlit as st
 
-from quota_core.live import KEY_OF_TYPE, gather, join_usage
+from quota_core.live import KEY_OF_TYPE, gather
 from quota_core.membership import Membership
 from quota_core.resolution import Resolution
 from quota_core.spread import spread
 from quota_core.story import bucket_details, client_story, others_story, quiet_story
 from quota_core.throttle import DEFAULT_WINDOW
-from quota_core.verdict import tags_entity, verdicts
+from quota_core.verdict import tags_entity
 
 from .charts import rate_vs_quota
-from .live import feed
+from .live import feed, usage_rows
 from .spread import show_spreads
 from .context import secrets_dict
 from .coverage import unwatched_warnings
-from .story import sentences_html
+from .story import sentences_html, shared_verdicts
 from .text import md
 
 __all__ = ["live_panel"]
 _TYPE_OF_KEY = {key: quota_type for quota_type, key in KEY_OF_TYPE.items()}
 
 
-def live_panel(resolution: Resolution, keys: list[str], quotas, window=DEFAULT_WINDOW) -> None:
+def live_panel(resolution: Resolution, keys: list[str], quotas, window=DEFAULT_WINDOW,
+               members: Membership | None = None) -> None:
     live, problem = feed(secrets_dict())
     st.subheader("Live: what the brokers measure")
     if problem:
@@ -43,11 +44,13 @@ def live_panel(resolution: Resolution, keys: list[str], quotas, window=DEFAULT_W
                    "endpoints` in `.streamlit/secrets.toml`) to see this client's live rate "
                    "against its quota here. Until then, estimate by hand below.")
         return
-    _panel(live, resolution, [k for k in keys if k in _TYPE_OF_KEY], quotas, window)
+    _panel(live, resolution, [k for k in keys if k in _TYPE_OF_KEY], quotas, window,
+           members or Membership(quotas))
 
 
 @st.fragment(run_every=5)
-def _panel(live, resolution: Resolution, keys: list[str], quotas, window) -> None:
+def _panel(live, resolution: Resolution, keys: list[str], quotas, window,
+           members: Membership) -> None:
     """Reruns on its own every 5 s with the arguments of the page's last run (the quota set
     as the page read it)."""
     history = live.history()
@@ -58,8 +61,8 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window) -> Non
     for label, error in latest.errors.items():
         st.warning(md(f"{label}: {error}"), icon=":material/cloud_off:")
     missing = unwatched_warnings(latest)
-    rows = join_usage(latest.series, quotas)
-    found = verdicts(resolution, keys, quotas, rows, window)
+    rows = usage_rows(latest, quotas)
+    found = shared_verdicts(resolution, keys, quotas, rows, window, members)
     span = latest.at - history[0].at
     st.caption(f"As of {time.strftime('%H:%M:%S', time.localtime(latest.at))} "
                f"({time.time() - latest.at:.0f} s ago), over the last "
@@ -95,7 +98,6 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window) -> Non
                       + ", ".join(calm) + "."))
     # The quota is today's for every point (the quota set as read now); rates come from each
     # scrape, filtered to this client's own bucket per key without resolving again.
-    members = Membership(quotas)
     user, client_id = resolution.client.user or "", resolution.client.client_id or ""
     own = {(_TYPE_OF_KEY[k], *members.tags(k, user, client_id)): v.limit
            for k, v in zip(keys, found)}

@@ -12,10 +12,11 @@ import streamlit as st
 
 from quota_core.entities import ClusterInfo, QuotaSet
 from quota_core.backends.base import QuotaBackend
-from ui.browse import quota_frame
+from ui.browse import ALL_KEYS, quota_frame
 from quota_core.backends.open import open_backend
 from quota_core.errors import QuotaError
 from quota_core.impact import clients_from_entries
+from .membership import SharedMembership
 from .settings import ConnectionSpec
 from quota_core.backends.locked import LockedBackend
 
@@ -51,6 +52,7 @@ class Snapshot:
     _clients: list | None = None
     _dead: dict | None = None
     _display: Any = None
+    _members: SharedMembership | None = None
 
     @property
     def age_s(self) -> float:
@@ -62,6 +64,15 @@ class Snapshot:
             self._clients = clients_from_entries(self.quotas)
             _keep_out_of_gc()
         return self._clients
+
+    def members(self) -> SharedMembership:
+        """The bucket rules over this set (:class:`SharedMembership`), one per snapshot."""
+        if self._members is None:
+            members = SharedMembership(self.quotas)
+            members.warm(ALL_KEYS)  # built together, then parked out of the collector's reach
+            self._members = members
+            _keep_out_of_gc()
+        return self._members
 
     def dead_keys(self) -> dict:
         """Entries with keys that never bind any client (quota_core.shadows), once per snapshot."""

@@ -91,14 +91,17 @@ def _sharers(resolution: Resolution, key: str, members: Membership | None) -> st
 
 
 def answers_html(resolution: Resolution, keys: Iterable[str],
-                 quotas: Mapping[Entity, Mapping[str, float]] | None = None) -> str:
+                 quotas: Mapping[Entity, Mapping[str, float]] | None = None,
+                 members: Membership | None = None) -> str:
     """One card per key: the effective quota, the level and entry that set it, who shares it
     (with ``quotas``: the bucket :class:`~quota_core.membership.Membership` puts the client
     in, naming the client ids or users an entry of their own takes out of it).
 
     One HTML block rather than a metric widget per key: ``st.metric`` makes the browser load
-    and run the chart library behind its sparklines, which doubled the page's load time."""
-    members = None if quotas is None else Membership(quotas)
+    and run the chart library behind its sparklines, which doubled the page's load time.
+    ``members``: the bucket rules over ``quotas`` when the caller holds them already."""
+    if members is None and quotas is not None:
+        members = Membership(quotas)
     cards = []
     for key in keys:
         r = resolution.keys[key]

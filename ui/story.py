@@ -11,7 +11,7 @@ from typing import Iterable
 
 from quota_core.story import STATUS, Sentence
 
-__all__ = ["sentence_html", "sentences_html", "note_html", "notes_html"]
+__all__ = ["sentence_html", "sentences_html", "note_html", "notes_html", "shared_verdicts"]
 
 _TONE = {  # background, border
     "throttled": ("#fdecea", "#f5c2c0"),
@@ -90,3 +90,11 @@ def cluster_settings(backend):
 def cluster_window(backend):
     """The quota window of the cluster behind ``backend`` (the one most brokers have)."""
     return cluster_settings(backend).window()
+
+
+def shared_verdicts(resolution, keys, quotas, rows, window, members):
+    """:func:`quota_core.verdict.verdicts` with the snapshot's bucket rules (``members``,
+    :meth:`ui.registry.Snapshot.members`) rather than a fresh index per call."""
+    from quota_core.verdict import key_verdict
+
+    return [key_verdict(resolution, k, quotas, rows, window, members) for k in keys]
