@@ -22,7 +22,8 @@ KAFKA_PYTHON_VERSION = "3.0.12"
 
 __all__ = ["KAFKA_PYTHON_VERSION", "RECEIVE_MAX_BYTES", "Errors", "KafkaConnectionManager",
            "NetworkSelector", "AlterClientQuotasRequest", "DescribeClientQuotasRequest",
-           "MetadataRequest", "oversized_frame", "request_may_have_left"]
+           "MetadataRequest", "RawDescribeClientQuotasRequest", "oversized_frame",
+           "request_may_have_left"]
 
 #: The largest answer accepted (``receive_message_max_bytes``). kafka-python's connection
 #: manager defaults to 1,000,000 bytes, which a DescribeClientQuotas answer passes at about
@@ -59,8 +60,54 @@ import kafka.errors as Errors  # noqa: E402
 from kafka.net.manager import KafkaConnectionManager  # noqa: E402
 from kafka.net.selector import NetworkSelector  # noqa: E402
 from kafka.protocol.admin import (AlterClientQuotasRequest,  # noqa: E402
-                                  DescribeClientQuotasRequest)
+                                  DescribeClientQuotasRequest, DescribeClientQuotasResponse)
 from kafka.protocol.metadata import MetadataRequest  # noqa: E402
+
+from .kafka_decode import DescribeAnswer, read_answer  # noqa: E402
+
+
+class _RawAnswerType:
+    """Stands in for ``DescribeClientQuotasResponse[version]`` in kafka-python's parser
+    (``KafkaProtocol._process_response``: ``parse_header(buf)`` then ``decode(buf)``): the
+    header is read by kafka-python, the body is handed over as bytes (:mod:`.kafka_decode`)
+    instead of becoming one object per entry, entity part and value."""
+
+    __slots__ = ("_version", "_response")
+
+    def __init__(self, version: int) -> None:
+        self._version = version
+        self._response = DescribeClientQuotasResponse[version]
+
+    def parse_header(self, buf):
+        return self._response.parse_header(buf)
+
+    def decode(self, buf) -> DescribeAnswer:
+        return read_answer(buf, buf.tell(), self._version)
+
+
+class _RawAnswerHeader:
+    """A request's header whose response class is :class:`_RawAnswerType`."""
+
+    __slots__ = ("_header",)
+
+    def __init__(self, header) -> None:
+        self._header = header
+
+    def __getattr__(self, name: str):
+        return getattr(self._header, name)
+
+    def get_response_class(self) -> _RawAnswerType:
+        return _RawAnswerType(self._header.request_api_version)
+
+
+class RawDescribeClientQuotasRequest(DescribeClientQuotasRequest, init=False):
+    """DescribeClientQuotasRequest whose answer arrives as a :class:`DescribeAnswer` (the
+    bytes and the decoded head), not as kafka-python's objects."""
+
+    @property
+    def header(self):
+        header = self._header
+        return None if header is None else _RawAnswerHeader(header)
 
 
 def oversized_frame(exc: BaseException) -> int | None:

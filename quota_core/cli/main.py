@@ -175,7 +175,7 @@ def run_describe(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
     found: dict[Entity, dict[str, float]] = {}
     for entity_filter in filters:
         found.update(backend.describe(entity_filter))
-    out.write(output.format_describe(found, args.output))
+    output.write_describe(found, args.output, out)
     _settings_notes(backend, err)
     return 0
 

@@ -7,8 +7,9 @@ Text follows KIP-546: entities as ``{user=alice, client-id=<default>}`` with nam
 """
 from __future__ import annotations
 
+import io
 import json
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, TextIO
 
 from ..alterations import AlterOutcome, Alteration
 from ..entities import DEFAULT_TEXT, Entity, display_name, sanitize
@@ -19,7 +20,7 @@ from ..spread import Reach, Spread, bucket_spreads, spread
 from ..throttle import QuotaWindow
 from ..units import format_exact, format_quota, format_rate
 
-__all__ = ["format_describe", "format_resolutions", "format_outcome", "resolution_to_json",
+__all__ = ["format_describe", "write_describe", "format_resolutions", "format_outcome", "resolution_to_json",
            "live_for_key", "format_throttled", "format_spread_grid", "entity_text",
            "format_parsed",
            "format_alteration", "format_plan", "format_key_change", "window_json"]
@@ -70,17 +71,99 @@ def _json(value: object) -> str:
 
 
 def format_describe(quotas: Mapping[Entity, Mapping[str, float]], fmt: str = "text") -> str:
+    """What ``--describe`` prints, as one string (:func:`write_describe` streams it)."""
+    buffer = io.StringIO()
+    write_describe(quotas, fmt, buffer)
+    return buffer.getvalue()
+
+
+#: Entities encoded and written at a time: output starts at once and memory stays flat.
+_CHUNK = 2000
+
+
+def write_describe(quotas: Mapping[Entity, Mapping[str, float]], fmt: str, out: TextIO) -> None:
+    """``--describe``'s output written to ``out`` a chunk at a time, sorted by entity.
+
+    JSON is encoded by orjson, byte for byte what ``json.dumps(doc, ensure_ascii=False,
+    indent=2)`` gives (tests/test_describe_output.py holds that): its indented layout and
+    string escapes are json's; only floats differ (``1e-5`` for json's ``1e-05``), so a
+    non-integral value goes in as its ``repr`` (an ``orjson.Fragment``). Text is KIP-546's,
+    built line by line."""
     entities = sorted(quotas, key=Entity.sort_key)
     if fmt == "json":
-        return _json([{"entity": e.as_dict(),
-                       "quotas": {k: json_number(v) for k, v in sorted(quotas[e].items())}}
-                      for e in entities])
-    blocks = []
-    for e in entities:
-        lines = [entity_text(e, fmt)] + [f"{k}={_value(k, v, fmt)}"
-                                         for k, v in sorted(quotas[e].items())]
-        blocks.append("\n".join(lines) + "\n")
-    return "\n".join(blocks)
+        write = _byte_writer(out)
+        if not entities:
+            write(b"[]\n")
+            return
+        import orjson
+
+        write(b"[\n")
+        for start in range(0, len(entities), _CHUNK):
+            docs = []
+            for e in entities[start:start + _CHUNK]:
+                values = quotas[e]
+                if len(values) == 1:  # _json_values' common case, inline
+                    for k, v in values.items():
+                        if type(v) is float and v.is_integer() and -_INT_RANGE < v < _INT_RANGE:
+                            docs.append({"entity": dict(e.parts), "quotas": {k: int(v)}})
+                            break
+                    else:
+                        docs.append({"entity": dict(e.parts), "quotas": _json_values(values)})
+                else:
+                    docs.append({"entity": dict(e.parts), "quotas": _json_values(values)})
+            chunk = orjson.dumps(docs, option=orjson.OPT_INDENT_2)
+            # "[\n  {...},\n  {...}\n]": the elements are already at the top list's indent.
+            write(chunk[2:-2] if start == 0 else b",\n" + chunk[2:-2])
+        write(b"\n]\n")
+        return
+    for start in range(0, len(entities), _CHUNK):
+        text = "\n".join(
+            _entity_block(e, quotas[e], fmt) for e in entities[start:start + _CHUNK])
+        out.write(text if start == 0 else "\n" + text)
+
+
+def _entity_block(e: Entity, values: Mapping[str, float], fmt: str) -> str:
+    if len(values) == 1:
+        for k, v in values.items():
+            if fmt == "text" and type(v) is float and v.is_integer():
+                return f"{e}\n{k}={int(v)}\n"  # _value's common case (format_value), inline
+            return f"{entity_text(e, fmt)}\n{k}={_value(k, v, fmt)}\n"
+    return "".join([entity_text(e, fmt) + "\n"] + [f"{k}={_value(k, v, fmt)}\n"
+                                                    for k, v in sorted(values.items())])
+
+
+def _json_values(values: Mapping[str, float]) -> dict:
+    """``{key: json_number(value)}`` sorted by key, a float as its repr (see write_describe)."""
+    import orjson
+
+    doc = {}
+    for k, v in (values.items() if len(values) == 1 else sorted(values.items())):
+        if type(v) is float and v.is_integer() and -_INT_RANGE < v < _INT_RANGE:
+            doc[k] = int(v)  # json_number's common case, inline (100,000s of values)
+            continue
+        n = json_number(v)
+        doc[k] = orjson.Fragment(repr(n)) if type(n) is float else n
+    return doc
+
+
+_INT_RANGE = float(2**63)
+
+
+def _byte_writer(out: TextIO):
+    """A function that writes UTF-8 bytes to ``out``: straight to its binary buffer when it
+    has one and encodes as UTF-8 (after flushing the text already written to it), else
+    decoded, as text (a StringIO, a stream in another encoding)."""
+    buffer = getattr(out, "buffer", None)
+    encoding = (getattr(out, "encoding", None) or "").lower().replace("_", "-")
+    if buffer is None or encoding not in ("utf-8", "utf8"):
+        return lambda data: out.write(data.decode("utf-8"))
+    out.flush()
+
+    def write(data: bytes) -> None:
+        view = memoryview(data)
+        while view:  # a raw stream (python -u) may take part of it
+            view = view[buffer.write(view) or 0:]
+    return write
 
 
 def _num(value: float | None):
