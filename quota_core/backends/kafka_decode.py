@@ -105,9 +105,10 @@ def read_answer(data, pos: int, version: int) -> DescribeAnswer:
 
 
 def _entity(parts: list) -> Entity:
-    """The entity of ``parts`` ((type, name) pairs, in the broker's order): built directly for
-    a user, a client id, an ip, or a user with a client id, with names a broker holds; else
-    by Entity.from_pairs, which checks every rule (and raises EntityError)."""
+    """The entity of ``parts`` ((type, name) pairs, in the broker's order, names decoded from
+    valid UTF-8): built directly for a user, a client id, an ip, or a user with a client id,
+    with names a broker holds; else by Entity.from_pairs, which checks every rule (and
+    raises EntityError)."""
     if len(parts) == 1:
         t, n = parts[0]
         if t in _TYPES and (n is None or 0 < len(n) <= _SHORT):
@@ -182,8 +183,10 @@ def _flexible(d: bytes, pos: int) -> QuotaSet:
                     raise ValueError("a name runs past the end of the answer")
                 try:
                     name = d[pos:end].decode()
-                except UnicodeDecodeError:  # Entity.from_pairs names the lone surrogate
-                    name = d[pos:end].decode("utf-8", "surrogateescape")
+                except UnicodeDecodeError:  # Entity.from_pairs raises, naming the byte
+                    Entity.from_pairs([(entity_type, d[pos:end].decode("utf-8",
+                                                                       "surrogateescape"))])
+                    raise
                 pos = end
             if d[pos]:
                 pos = _skip_tags(d, pos)
@@ -228,14 +231,16 @@ def _flexible(d: bytes, pos: int) -> QuotaSet:
                     quotas[Entity((part,))] = values
                     continue
             quotas[_entity(parts)] = values
-    if pos > limit:
+    if _skip_tags(d, pos) > limit:  # the answer's own tagged fields close it
         raise ValueError("the entries run past the end of the answer")
     return quotas
 
 
 def _classic(d: bytes, pos: int) -> QuotaSet:
     """Version 0 (brokers 2.6 and 2.7): int16 string and int32 array lengths."""
-    def string() -> str | None:
+    strings: dict[bytes, str] = {}
+
+    def string(shared: bool = True) -> str | None:
         nonlocal pos
         (size,) = _INT16(d, pos)
         pos += 2
@@ -246,7 +251,12 @@ def _classic(d: bytes, pos: int) -> QuotaSet:
             raise ValueError("a string runs past the end of the answer")
         raw = d[pos:end]
         pos = end
-        return raw.decode("utf-8", "surrogateescape")
+        if not shared:
+            return raw.decode("utf-8", "surrogateescape")
+        text = strings.get(raw)
+        if text is None:
+            text = strings[raw] = raw.decode("utf-8", "surrogateescape")
+        return text
 
     def count() -> int:
         nonlocal pos
@@ -256,12 +266,12 @@ def _classic(d: bytes, pos: int) -> QuotaSet:
 
     quotas: QuotaSet = {}
     for _ in range(count()):
-        parts = [(string(), string()) for _ in range(count())]
+        parts = [(string(), string(False)) for _ in range(count())]
         values = {}
         for _ in range(count()):
             key = string()
             (values[key],) = _DOUBLE(d, pos)
             pos += 8
-        if values:
-            quotas[_entity(parts)] = values
+        if values:  # every rule checked: these names are not known to be UTF-8
+            quotas[Entity.from_pairs(parts)] = values
     return quotas
