@@ -15,7 +15,7 @@ call alone (``KafkaBackend.describe()``: time, and tracemalloc peak in a second,
 call). Prints medians, the median of the per-pair ratios theirs / ours, and the load
 average.
 
-The Python children run with this checkout on PYTHONPATH and may write bytecode (``.pyc``,
+The Python children run in this checkout (cwd and PYTHONPATH) and may write bytecode (``.pyc``,
 as an installed package has it; PYTHONDONTWRITEBYTECODE is dropped for them), so the
 warm-up run compiles and the timed runs measure what a user runs.
 
@@ -67,7 +67,7 @@ def run(argv: list[str]) -> tuple[float, float, int, float]:
     whole process, started by the launcher."""
     with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile("r") as report:
         proc = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, report.name, *argv],
-                              stdout=out, stderr=subprocess.PIPE, env=child_env())
+                              stdout=out, stderr=subprocess.PIPE, env=child_env(), cwd=ROOT)
         fields = Path(report.name).read_text().split()
         if proc.returncode != 0 or not fields or fields[0] != "0":
             err = proc.stderr.decode(errors="replace")

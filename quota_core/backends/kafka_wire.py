@@ -9,13 +9,17 @@ Start-up matters (a CLI round trip is mostly imports), so the package ``__init__
 kafka-python, which imports its consumer, producer and admin client (about 40 % of its import
 time, none of it used here), is deferred: ``kafka`` is registered without running it, and the
 first use of anything it defines (``from kafka import KafkaProducer`` in other code) runs it
-then. Nothing changes for code that needs the whole package.
+then. So are ``kafka.protocol.admin`` and ``kafka.protocol.consumer``, which build every
+admin and consumer message class (the connection code asks them for two). Nothing changes
+for code that needs the whole package.
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import logging
 import sys
+from typing import Mapping
 
 #: The kafka-python release these internals were written against.
 KAFKA_PYTHON_VERSION = "3.0.12"
@@ -34,33 +38,49 @@ __all__ = ["KAFKA_PYTHON_VERSION", "RECEIVE_MAX_BYTES", "Errors", "KafkaConnecti
 RECEIVE_MAX_BYTES = 100_000_000
 
 
-def _register_package_lazily() -> None:
-    if "kafka" in sys.modules:
-        return
-    spec = importlib.util.find_spec("kafka")
+def _register_package_lazily(name: str, alone: Mapping[str, str] | None = None) -> bool:
+    """Put package ``name`` in sys.modules without running its ``__init__``, which runs on
+    the first use of a name it defines. ``alone``: names that one submodule defines, taken
+    from that submodule without running the ``__init__`` (it imports every sibling). True
+    when it was registered so (False: already imported, or not a package)."""
+    if name in sys.modules:
+        return False
+    spec = importlib.util.find_spec(name)
     if spec is None or spec.loader is None or not spec.submodule_search_locations:
-        return  # not installed as a package: the imports below fail with the plain error
+        return False  # not installed as a package: the imports below fail with the plain error
     package = importlib.util.module_from_spec(spec)
 
-    def __getattr__(name: str):
+    def __getattr__(attr: str):
+        if alone and attr in alone:
+            return getattr(importlib.import_module(f"{name}.{alone[attr]}"), attr)
         # Something outside the network layer needs the package itself: run its __init__.
-        del package.__dict__["__getattr__"]
-        spec.loader.exec_module(package)  # type: ignore[union-attr]
-        return getattr(package, name)
+        if package.__dict__.pop("__getattr__", None) is not None:
+            spec.loader.exec_module(package)  # type: ignore[union-attr]
+        return getattr(package, attr)
 
     package.__getattr__ = __getattr__  # type: ignore[attr-defined]
-    sys.modules["kafka"] = package
+    sys.modules[name] = package
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, package)
+    return True
+
+
+if _register_package_lazily("kafka"):
     # What kafka/__init__.py does besides imports: keep its log records off stderr.
     logging.getLogger("kafka").addHandler(logging.NullHandler())
+# The protocol's admin and consumer packages load every message schema they hold (about a
+# quarter of the start-up); the connection code needs two of their classes.
+import kafka.protocol  # noqa: E402
 
-
-_register_package_lazily()
+_register_package_lazily("kafka.protocol.admin", {"ListGroupsRequest": "groups"})
+_register_package_lazily("kafka.protocol.consumer", {"OffsetFetchRequest": "group"})
 
 import kafka.errors as Errors  # noqa: E402
 from kafka.net.manager import KafkaConnectionManager  # noqa: E402
 from kafka.net.selector import NetworkSelector  # noqa: E402
-from kafka.protocol.admin import (AlterClientQuotasRequest,  # noqa: E402
-                                  DescribeClientQuotasRequest, DescribeClientQuotasResponse)
+from kafka.protocol.admin.client_quotas import (  # noqa: E402
+    AlterClientQuotasRequest, DescribeClientQuotasRequest, DescribeClientQuotasResponse)
 from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 
 from .kafka_decode import DescribeAnswer, read_answer  # noqa: E402

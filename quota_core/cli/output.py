@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Mapping, Sequence, TextIO
+from typing import TYPE_CHECKING, Mapping, Sequence, TextIO
 
 from ..alterations import AlterOutcome, Alteration
 from ..entities import DEFAULT_TEXT, Entity, display_name, sanitize
 from ..keys import QUOTA_KEYS, format_value, json_number
-from ..live import BucketUsage, client_buckets
-from ..resolution import Resolution
-from ..spread import Reach, Spread, bucket_spreads, spread
-from ..throttle import QuotaWindow
 from ..units import format_exact, format_quota, format_rate
+
+if TYPE_CHECKING:  # imported where used: --describe needs none of them (start-up time)
+    from ..live import BucketUsage
+    from ..resolution import Resolution
+    from ..spread import Reach, Spread
+    from ..throttle import QuotaWindow
 
 __all__ = ["format_describe", "write_describe", "format_resolutions", "format_outcome", "resolution_to_json",
            "live_for_key", "format_throttled", "format_spread_grid", "entity_text",
@@ -181,6 +183,7 @@ def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
     """What the brokers report for this client's own bucket of ``key``, one entry per broker
     (``throttled`` only from that bucket), and apart, the ``other_buckets`` under the same
     user or client id that are not this client's."""
+    from ..live import client_buckets
     from ..membership import Membership
 
     user, client_id = r.client.user or "", r.client.client_id or ""
@@ -208,6 +211,8 @@ def _client_spread(r: Resolution, key: str, mine: Sequence[BucketUsage],
                    rows: Sequence[BucketUsage], reach: Reach | None = None) -> Spread:
     """The client's own bucket of ``key`` over every broker the scrape read (``reach``: also
     those that answered without quota figures, and those it could not read)."""
+    from ..spread import Reach, spread
+
     reach = reach or Reach()
     return spread(key, mine, {row.broker for row in rows} | set(reach.read), r.keys[key].value,
                   reach.unread)
@@ -283,6 +288,8 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
     for the live figures; without it every bucket shape that could hold the client shows.
     ``window`` is the brokers' quota window the live verdict used: JSON gives it as
     ``window`` on each client with live figures, text names it once, at the end."""
+    from ..live import client_buckets
+
     if fmt == "json":
         docs = [resolution_to_json(r, live, quotas, reach) for r in resolutions]
         if window is not None and live is not None:
@@ -361,6 +368,8 @@ def format_throttled(rows: Sequence[BucketUsage], fmt: str = "text",
     bucket over every broker (``every``: all the rows the scrape gave, so brokers without its
     traffic show too) with the sentence that explains the spread (JSON: ``spread`` on each
     row)."""
+    from ..spread import Reach, bucket_spreads
+
     reach = reach or Reach()
     every = [*(every or ()), *rows]
     spreads = bucket_spreads(every, {r.broker for r in every} | set(reach.read), reach.unread)
