@@ -148,6 +148,34 @@ def _flexible(d: bytes, pos: int) -> QuotaSet:
     limit = len(d)
     count, pos = _uvarint(d, pos)
     for _ in range(count - 1):
+        # The common entry first: one entity part with a known type and a short name, no
+        # tags, one value with a known key. Any other entry, or any surprise, is read by the
+        # general code below from the same position.
+        if d[pos] == 2:
+            size = d[pos + 1]
+            if 0 < size < 0x80:
+                end = pos + 1 + size
+                entity_type = strings.get(d[pos + 2:end])
+                size = d[end] if entity_type is not None else 0
+                if 1 < size < 0x80:
+                    start = end + 1
+                    end = start + size - 1
+                    key_at = end + 3
+                    if d[end] == 0 and d[end + 1] == 2 and end + 1 < limit:
+                        size = d[end + 2]
+                        key = strings.get(d[key_at:key_at + size - 1]) if 0 < size < 0x80 \
+                            else None
+                        at = key_at + size - 1
+                        if key is not None and d[at + 8] == 0 and d[at + 9] == 0:
+                            try:
+                                name = d[start:end].decode()
+                            except UnicodeDecodeError:
+                                name = ""  # left to the general code, which names it
+                            if name and len(name) <= _SHORT and entity_type in _TYPES:
+                                quotas[Entity(((entity_type, name),))] = {
+                                    key: _DOUBLE(d, at)[0]}
+                                pos = at + 10
+                                continue
         n = d[pos] - 1
         if n < 0x7F:
             pos += 1
