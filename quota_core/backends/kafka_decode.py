@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import gc
 import struct
-from typing import Callable
 
 from ..entities import CLIENT_ID, ENTITY_TYPES, USER, Entity, QuotaSet
 from ..limits import MAX_NAME_BYTES

@@ -22,9 +22,9 @@ if TYPE_CHECKING:  # imported where used: --describe needs none of them (start-u
     from ..spread import Reach, Spread
     from ..throttle import QuotaWindow
 
-__all__ = ["format_describe", "write_describe", "format_resolutions", "format_outcome", "resolution_to_json",
-           "live_for_key", "format_throttled", "format_spread_grid", "entity_text",
-           "format_parsed",
+__all__ = ["format_describe", "write_describe", "format_resolutions", "format_outcome",
+           "resolution_to_json", "live_for_key", "format_throttled", "format_spread_grid",
+           "entity_text", "format_parsed",
            "format_alteration", "format_plan", "format_key_change", "window_json"]
 
 #: Output formats of the CLI.
@@ -101,19 +101,9 @@ def write_describe(quotas: Mapping[Entity, Mapping[str, float]], fmt: str, out: 
 
         write(b"[\n")
         for start in range(0, len(entities), _CHUNK):
-            docs = []
-            for e in entities[start:start + _CHUNK]:
-                values = quotas[e]
-                if len(values) == 1:  # _json_values' common case, inline
-                    for k, v in values.items():
-                        if type(v) is float and v.is_integer() and -_INT_RANGE < v < _INT_RANGE:
-                            docs.append({"entity": dict(e.parts), "quotas": {k: int(v)}})
-                            break
-                    else:
-                        docs.append({"entity": dict(e.parts), "quotas": _json_values(values)})
-                else:
-                    docs.append({"entity": dict(e.parts), "quotas": _json_values(values)})
-            chunk = orjson.dumps(docs, option=orjson.OPT_INDENT_2)
+            chunk = orjson.dumps([{"entity": dict(e.parts), "quotas": _json_values(quotas[e])}
+                                  for e in entities[start:start + _CHUNK]],
+                                 option=orjson.OPT_INDENT_2)
             # "[\n  {...},\n  {...}\n]": the elements are already at the top list's indent.
             write(chunk[2:-2] if start == 0 else b",\n" + chunk[2:-2])
         write(b"\n]\n")
@@ -136,13 +126,14 @@ def _entity_block(e: Entity, values: Mapping[str, float], fmt: str) -> str:
 
 def _json_values(values: Mapping[str, float]) -> dict:
     """``{key: json_number(value)}`` sorted by key, a float as its repr (see write_describe)."""
+    if len(values) == 1:  # json_number's common case, inline (100,000s of entries)
+        for k, v in values.items():
+            if type(v) is float and v.is_integer() and -_INT_RANGE < v < _INT_RANGE:
+                return {k: int(v)}
     import orjson
 
     doc = {}
-    for k, v in (values.items() if len(values) == 1 else sorted(values.items())):
-        if type(v) is float and v.is_integer() and -_INT_RANGE < v < _INT_RANGE:
-            doc[k] = int(v)  # json_number's common case, inline (100,000s of values)
-            continue
+    for k, v in sorted(values.items()):
         n = json_number(v)
         doc[k] = orjson.Fragment(repr(n)) if type(n) is float else n
     return doc
