@@ -212,12 +212,15 @@ class Entity:
                                for t, n in self.parts) + "}"
 
     def sort_key(self) -> tuple:
-        """A total order: by types present, then the default before names, then names."""
+        """A total order: part by part, by type (user, client-id, ip), then the default
+        before names, then names; an entity before its extensions. A flat tuple, three items
+        a part (the order of the nested ``((type, default?, name), ...)``, but compared
+        faster: describe sorts 100,000s)."""
         parts = self.parts
-        if len(parts) == 1:  # the same key, without a generator (describe sorts 100,000s)
+        if len(parts) == 1:
             ((t, n),) = parts
-            return ((_TYPE_ORDER[t], n is not None, n or ""),)
-        return tuple((_TYPE_ORDER[t], n is not None, n or "") for t, n in parts)
+            return (_TYPE_ORDER[t], n is not None, n or "")
+        return tuple(x for t, n in parts for x in (_TYPE_ORDER[t], n is not None, n or ""))
 
     def describe(self) -> str:
         """Plain words for people: ``user 'alice' with the default client id``."""

@@ -146,3 +146,28 @@ def test_any_quota_set_prints_as_json_dumps_printed_it(rows):
         quotas[entity] = values
     assert format_describe(quotas, "json") == _json_dumps(quotas)
     assert format_describe(quotas, "text") == _lines(quotas, "text")
+
+
+def _nested_key(e: Entity) -> tuple:
+    """Entity.sort_key as it was (one (type, default?, name) tuple a part): the reference."""
+    from quota_core.entities import _TYPE_ORDER
+
+    return tuple((_TYPE_ORDER[t], n is not None, n or "") for t, n in e.parts)
+
+
+entities = st.one_of(
+    st.builds(lambda u: Entity.of(user=u), names),
+    st.builds(lambda c: Entity.of(client_id=c), names),
+    st.builds(lambda i: Entity.of(ip=i), names),
+    st.builds(lambda u, c: Entity.of(user=u, client_id=c), names, names))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(entities, max_size=25))
+def test_the_flat_sort_key_orders_as_the_nested_one_did(items):
+    """Entity.sort_key is flat (compared faster when describe sorts 100,000s): every pair
+    compares as under the nested key."""
+    assert sorted(items, key=Entity.sort_key) == sorted(items, key=_nested_key)
+    for a in items[:8]:
+        for b in items[:8]:
+            assert (a.sort_key() < b.sort_key()) == (_nested_key(a) < _nested_key(b))
