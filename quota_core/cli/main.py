@@ -171,9 +171,11 @@ def run_describe(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
                    for combo in _combinations(choices)]
     else:
         filters = [EntityFilter((), args.strict)]
-    found: dict[Entity, dict[str, float]] = {}
-    for entity_filter in filters:
-        found.update(backend.describe(entity_filter))
+    found: dict[Entity, dict[str, float]] = backend.describe(filters[0])  # not copied: 100k
+    if len(filters) > 1:
+        found = dict(found)
+        for entity_filter in filters[1:]:
+            found.update(backend.describe(entity_filter))
     output.write_describe(found, args.output, out)
     _settings_notes(backend, err)
     return 0
