@@ -47,8 +47,14 @@ def sanitize(name: str) -> str:
     Java's URLEncoder keeps ``*`` and encodes ``~``; Python's ``quote`` does the opposite
     for ``~``, and encodes ``*`` already, so only ``~`` needs fixing here.
     """
+    if _UNRESERVED(name):  # nothing to encode (most names): quote would return it as is
+        return name
     # Java's String.getBytes(UTF_8) turns a lone surrogate into '?': so does "replace".
     return quote(name.encode("utf-8", "replace"), safe="").replace("~", "%7E")
+
+
+#: Names made only of what both URLEncoder and quote leave alone (``~`` is not among them).
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.\-]*").fullmatch
 
 
 def _is_utf8_text(name: str) -> bool:
@@ -191,6 +197,9 @@ class Entity:
     # -- text -----------------------------------------------------------------------------
     def __str__(self) -> str:
         """The KIP-546 form: ``{user=alice, client-id=<default>}``, names sanitised."""
+        if len(self.parts) == 1:  # the same text, without a generator (describe prints 100,000s)
+            ((t, n),) = self.parts
+            return f"{{{t}={DEFAULT_TEXT if n is None else sanitize(n)}}}"
         return "{" + ", ".join(
             f"{t}={DEFAULT_TEXT if n is None else sanitize(n)}" for t, n in self.parts
         ) + "}"
@@ -203,8 +212,15 @@ class Entity:
                                for t, n in self.parts) + "}"
 
     def sort_key(self) -> tuple:
-        """A total order: by types present, then the default before names, then names."""
-        return tuple((_TYPE_ORDER[t], n is not None, n or "") for t, n in self.parts)
+        """A total order: part by part, by type (user, client-id, ip), then the default
+        before names, then names; an entity before its extensions. A flat tuple, three items
+        a part (the order of the nested ``((type, default?, name), ...)``, but compared
+        faster: describe sorts 100,000s)."""
+        parts = self.parts
+        if len(parts) == 1:
+            ((t, n),) = parts
+            return (_TYPE_ORDER[t], n is not None, n or "")
+        return tuple(x for t, n in parts for x in (_TYPE_ORDER[t], n is not None, n or ""))
 
     def describe(self) -> str:
         """Plain words for people: ``user 'alice' with the default client id``."""

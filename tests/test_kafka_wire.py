@@ -31,6 +31,10 @@ USED = [
 ] + [
     (kafka_wire.DescribeClientQuotasRequest, "ComponentData"),
     (kafka_wire.AlterClientQuotasRequest, "EntryData"),
+    # The raw describe answer (kafka_wire._RawAnswerType) stands in for these in the parser.
+    (kafka_wire.DescribeClientQuotasResponse, "parse_header"),
+    (kafka_wire.DescribeClientQuotasRequest, "with_header"),
+    (kafka_wire.DescribeClientQuotasRequest, "header"),
 ]
 
 
@@ -67,6 +71,43 @@ def test_the_package_init_is_deferred_but_still_works():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout.split()
     assert out == ["False", "KafkaProducer", "True"]
+
+
+def test_the_deferred_protocol_packages_still_give_every_class():
+    """kafka.protocol.admin and .consumer are registered without their __init__ (which builds
+    every admin and consumer message class); the two classes kafka-python's connection code
+    asks for come from their own modules, and any other name runs the __init__ then."""
+    code = ("import sys, quota_core.backends.kafka_wire;"
+            "print('kafka.protocol.admin.topics' in sys.modules,"
+            " 'kafka.protocol.consumer.fetch' in sys.modules);"
+            "from kafka.protocol.admin import CreateTopicsRequest, ListGroupsRequest;"
+            "from kafka.protocol.consumer import FetchRequest, OffsetFetchRequest;"
+            "import kafka.protocol.admin as admin;"
+            "print(CreateTopicsRequest.__name__, FetchRequest.__name__,"
+            " ListGroupsRequest is admin.ListGroupsRequest, len(admin.__all__) > 20)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    assert out == ["False", "False", "CreateTopicsRequest", "FetchRequest", "True", "True"]
+
+
+def test_the_raw_describe_request_is_a_describe_request():
+    """The request whose answer arrives as bytes (RawDescribeClientQuotasRequest) encodes as
+    kafka-python's own, and its header asks the parser for the raw answer type."""
+    raw = kafka_wire.RawDescribeClientQuotasRequest(components=[], strict=True, version=1)
+    plain = kafka_wire.DescribeClientQuotasRequest(components=[], strict=True, version=1)
+    for request in (raw, plain):
+        request.with_header(correlation_id=5, client_id="t")
+    assert raw.encode(header=True, framed=True) == plain.encode(header=True, framed=True)
+    assert raw.API_KEY == plain.API_KEY == 48
+    assert type(raw.header.get_response_class()).__name__ == "_RawAnswerType"
+    assert raw.header.correlation_id == 5
+    import kafka.protocol.parser as parser
+
+    # How kafka-python's parser uses what the header names (see kafka_wire._RawAnswerType).
+    source = inspect.getsource(parser.KafkaProtocol._process_response)
+    for call in ("header.get_response_class()", "response_type.parse_header(read_buffer)",
+                 "response_type.decode(read_buffer)", "self.in_flight_requests.popleft()"):
+        assert call in source, f"kafka-python's parser no longer does {call}"
 
 
 def test_the_receive_limit_and_the_oversized_frame_error_are_where_we_expect_them():

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+import struct
 import threading
 import time
 from pathlib import Path
@@ -49,7 +50,7 @@ from ..filters import EntityFilter, FilterComponent
 from ..keys import same_value
 from .kafka_wire import (RECEIVE_MAX_BYTES, AlterClientQuotasRequest, DescribeClientQuotasRequest,
                          Errors, KafkaConnectionManager, MetadataRequest, NetworkSelector,
-                         oversized_frame, request_may_have_left)
+                         RawDescribeClientQuotasRequest, oversized_frame, request_may_have_left)
 from ..limits import MAX_NAME_BYTES, MAX_RECORDS_PER_REQUEST, PER_ENTITY_READS, request_batches
 from .kafka_config import KafkaClientConfig, client_config, load_command_config
 
@@ -627,8 +628,8 @@ class KafkaBackend(QuotaBackend):
                                   f"no entity can match it.")
         component = DescribeClientQuotasRequest.ComponentData
 
-        def make():
-            return DescribeClientQuotasRequest(
+        def make():  # the answer comes as bytes, decoded below (quota_core.backends.kafka_decode)
+            return RawDescribeClientQuotasRequest(
                 components=[component(entity_type=c.entity_type, match_type=int(c.match_type),
                                       match=c.match) for c in flt.components],
                 strict=flt.strict)
@@ -647,17 +648,14 @@ class KafkaBackend(QuotaBackend):
                                   broker_error=error.message, broker_message=message)
             raise RequestRejected(f"The broker refused to describe quotas ({error.message}): "
                                   f"{message}", broker_error=error.message)
-        quotas: QuotaSet = {}
-        for entry in response.entries or ():
-            try:
-                entity = Entity.from_pairs((e.entity_type, e.entity_name) for e in entry.entity)
-            except EntityError as exc:
-                raise RequestRejected(f"The broker returned an entity this console cannot "
-                                      f"represent: {exc}") from exc
-            values = {v.key: float(v.value) for v in entry.values}
-            if values:
-                quotas[entity] = values
-        return quotas
+        try:
+            return response.quotas()
+        except EntityError as exc:
+            raise RequestRejected(f"The broker returned an entity this console cannot "
+                                  f"represent: {exc}") from exc
+        except (ValueError, IndexError, struct.error) as exc:
+            raise RequestRejected(f"The broker's answer to describe could not be read: "
+                                  f"{exc}.") from exc
 
     def alter(self, alterations: Sequence[Alteration],
               validate_only: bool = False) -> AlterOutcome:

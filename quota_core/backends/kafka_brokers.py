@@ -24,7 +24,7 @@ _CLUSTER_AUTHORIZATION_FAILED = 31
 
 
 def _request(node: str):
-    from kafka.protocol.admin import DescribeConfigsRequest
+    from kafka.protocol.admin.configs import DescribeConfigsRequest
 
     resource = DescribeConfigsRequest.DescribeConfigsResource
     return DescribeConfigsRequest(resources=[resource(

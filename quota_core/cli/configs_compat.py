@@ -47,6 +47,7 @@ from ..errors import QuotaError, UnreadableFile
 from ..filters import EntityFilter, FilterComponent
 from ..backends.files import PROPERTIES_LIMIT, read_bytes_file
 from ..backends.kafka_config import load_command_config, parse_properties
+from .dialect import TRIGGERS, is_configs_command  # noqa: F401  (part of this module's API)
 from .exits import exit_code
 from ..java_text import (_COMMA, _EQUALS, _java_trim, _java_split, java_parse_double, java_double,  # moved there
                          _java_hash, _hashmap_order, _properties_order, _scala_set, _scala_buffer)
@@ -66,11 +67,6 @@ _WITH_ARG = {"bootstrap-server", "bootstrap-controller", "command-config", "enti
              "user", "broker", "broker-logger", "ip", "group", "client-metrics", "sandbox"}
 _FLAGS = {"help", "version", "alter", "describe", "all", "entity-default", "client-defaults",
           "user-defaults", "broker-defaults", "ip-defaults"}
-#: Flags that switch kafka-client-quotas into this mode: kafka-configs.sh's own, never KIP-546's.
-TRIGGERS = ("entity-type", "entity-name", "entity-default", "add-config", "delete-config",
-            "client", "user-defaults", "client-defaults", "ip-defaults", "add-config-file",
-            "topic", "broker", "broker-defaults", "broker-logger", "group", "client-metrics",
-            "bootstrap-controller")
 _ENTITY_FLAGS = (("topic", "topics"), ("client", "clients"), ("user", "users"),
                  ("broker", "brokers"), ("broker-logger", "broker-loggers"), ("ip", "ips"),
                  ("client-metrics", "client-metrics"), ("group", "groups"))
@@ -147,16 +143,6 @@ class Options:
 
     def values_of(self, name: str) -> list[str]:
         return list(self.values.get(name, []))
-
-
-def is_configs_command(argv: Sequence[str]) -> bool:
-    """Whether ``argv`` is a kafka-configs.sh command line (has one of :data:`TRIGGERS`)."""
-    for token in argv:
-        if token == "--":
-            return False
-        if token.startswith("-") and token.lstrip("-").split("=", 1)[0] in TRIGGERS:
-            return True  # jopt-simple also takes -entity-type
-    return False
 
 
 def parse_options(argv: Sequence[str]) -> Options:

@@ -34,7 +34,6 @@ from .exits import exit_code
 from ..filters import EntityFilter, FilterComponent
 from ..backends.files import IMPORT_LIMIT, read_text_file
 from ..resolution import resolve, resolve_ip
-from ..serialization import dumps, format_of, import_plan, loads
 from .spec import parse_add, parse_defaults, parse_delete, parse_names
 from ..keys import QUOTA_KEYS
 from ..validation import is_ip_literal, unknown_key_message, validate_alterations
@@ -172,10 +171,12 @@ def run_describe(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
                    for combo in _combinations(choices)]
     else:
         filters = [EntityFilter((), args.strict)]
-    found: dict[Entity, dict[str, float]] = {}
-    for entity_filter in filters:
-        found.update(backend.describe(entity_filter))
-    out.write(output.format_describe(found, args.output))
+    found: dict[Entity, dict[str, float]] = backend.describe(filters[0])  # not copied: 100k
+    if len(filters) > 1:
+        found = dict(found)
+        for entity_filter in filters[1:]:
+            found.update(backend.describe(entity_filter))
+    output.write_describe(found, args.output, out)
     _settings_notes(backend, err)
     return 0
 
@@ -388,6 +389,8 @@ def _interactive(stream: TextIO) -> bool:
 
 
 def run_import(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ..serialization import format_of, import_plan, loads
+
     path = Path(args.import_file)
     text = read_text_file(path, "--import file", IMPORT_LIMIT,
                           fix="Give a JSON or YAML export.")  # never a FIFO or /dev/zero
@@ -525,8 +528,10 @@ def run_init(args: argparse.Namespace, err: TextIO) -> int:
 
 def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    from . import configs_compat  # kafka-configs.sh's quota forms (issue 11)
-    if configs_compat.is_configs_command(words):
+    from .dialect import is_configs_command
+    if is_configs_command(words):  # kafka-configs.sh's quota forms (issue 11)
+        from . import configs_compat
+
         return configs_compat.main(words, out, err)
     if words and words[0] in SUBCOMMANDS:
         return _subcommand(words[0], words[1:], out, err)
@@ -557,6 +562,8 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
             if args.alter:
                 return run_alter(backend, args, out, err)
             if args.export:
+                from ..serialization import dumps
+
                 out.write(dumps(backend.describe(), args.export))
                 return 0
             return run_import(backend, args, out, err)

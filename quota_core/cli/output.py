@@ -7,21 +7,24 @@ Text follows KIP-546: entities as ``{user=alice, client-id=<default>}`` with nam
 """
 from __future__ import annotations
 
+import io
 import json
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence, TextIO
 
 from ..alterations import AlterOutcome, Alteration
 from ..entities import DEFAULT_TEXT, Entity, display_name, sanitize
 from ..keys import QUOTA_KEYS, format_value, json_number
-from ..live import BucketUsage, client_buckets
-from ..resolution import Resolution
-from ..spread import Reach, Spread, bucket_spreads, spread
-from ..throttle import QuotaWindow
 from ..units import format_exact, format_quota, format_rate
 
-__all__ = ["format_describe", "format_resolutions", "format_outcome", "resolution_to_json",
-           "live_for_key", "format_throttled", "format_spread_grid", "entity_text",
-           "format_parsed",
+if TYPE_CHECKING:  # imported where used: --describe needs none of them (start-up time)
+    from ..live import BucketUsage
+    from ..resolution import Resolution
+    from ..spread import Reach, Spread
+    from ..throttle import QuotaWindow
+
+__all__ = ["format_describe", "write_describe", "format_resolutions", "format_outcome",
+           "resolution_to_json", "live_for_key", "format_throttled", "format_spread_grid",
+           "entity_text", "format_parsed",
            "format_alteration", "format_plan", "format_key_change", "window_json"]
 
 #: Output formats of the CLI.
@@ -70,17 +73,90 @@ def _json(value: object) -> str:
 
 
 def format_describe(quotas: Mapping[Entity, Mapping[str, float]], fmt: str = "text") -> str:
+    """What ``--describe`` prints, as one string (:func:`write_describe` streams it)."""
+    buffer = io.StringIO()
+    write_describe(quotas, fmt, buffer)
+    return buffer.getvalue()
+
+
+#: Entities encoded and written at a time: output starts at once and memory stays flat.
+_CHUNK = 2000
+
+
+def write_describe(quotas: Mapping[Entity, Mapping[str, float]], fmt: str, out: TextIO) -> None:
+    """``--describe``'s output written to ``out`` a chunk at a time, sorted by entity.
+
+    JSON is encoded by orjson, byte for byte what ``json.dumps(doc, ensure_ascii=False,
+    indent=2)`` gives (tests/test_describe_output.py holds that): its indented layout and
+    string escapes are json's; only floats differ (``1e-5`` for json's ``1e-05``), so a
+    non-integral value goes in as its ``repr`` (an ``orjson.Fragment``). Text is KIP-546's,
+    built line by line."""
     entities = sorted(quotas, key=Entity.sort_key)
     if fmt == "json":
-        return _json([{"entity": e.as_dict(),
-                       "quotas": {k: json_number(v) for k, v in sorted(quotas[e].items())}}
-                      for e in entities])
-    blocks = []
-    for e in entities:
-        lines = [entity_text(e, fmt)] + [f"{k}={_value(k, v, fmt)}"
-                                         for k, v in sorted(quotas[e].items())]
-        blocks.append("\n".join(lines) + "\n")
-    return "\n".join(blocks)
+        write = _byte_writer(out)
+        if not entities:
+            write(b"[]\n")
+            return
+        import orjson
+
+        write(b"[\n")
+        for start in range(0, len(entities), _CHUNK):
+            chunk = orjson.dumps([{"entity": dict(e.parts), "quotas": _json_values(quotas[e])}
+                                  for e in entities[start:start + _CHUNK]],
+                                 option=orjson.OPT_INDENT_2)
+            # "[\n  {...},\n  {...}\n]": the elements are already at the top list's indent.
+            write(chunk[2:-2] if start == 0 else b",\n" + chunk[2:-2])
+        write(b"\n]\n")
+        return
+    for start in range(0, len(entities), _CHUNK):
+        text = "\n".join(
+            _entity_block(e, quotas[e], fmt) for e in entities[start:start + _CHUNK])
+        out.write(text if start == 0 else "\n" + text)
+
+
+def _entity_block(e: Entity, values: Mapping[str, float], fmt: str) -> str:
+    if len(values) == 1:
+        for k, v in values.items():
+            if fmt == "text" and type(v) is float and v.is_integer():
+                return f"{e}\n{k}={int(v)}\n"  # _value's common case (format_value), inline
+            return f"{entity_text(e, fmt)}\n{k}={_value(k, v, fmt)}\n"
+    return "".join([entity_text(e, fmt) + "\n"] + [f"{k}={_value(k, v, fmt)}\n"
+                                                    for k, v in sorted(values.items())])
+
+
+def _json_values(values: Mapping[str, float]) -> dict:
+    """``{key: json_number(value)}`` sorted by key, a float as its repr (see write_describe)."""
+    if len(values) == 1:  # json_number's common case, inline (100,000s of entries)
+        for k, v in values.items():
+            if type(v) is float and v.is_integer() and -_INT_RANGE < v < _INT_RANGE:
+                return {k: int(v)}
+    import orjson
+
+    doc = {}
+    for k, v in sorted(values.items()):
+        n = json_number(v)
+        doc[k] = orjson.Fragment(repr(n)) if type(n) is float else n
+    return doc
+
+
+_INT_RANGE = float(2**63)
+
+
+def _byte_writer(out: TextIO):
+    """A function that writes UTF-8 bytes to ``out``: straight to its binary buffer when it
+    has one and encodes as UTF-8 (after flushing the text already written to it), else
+    decoded, as text (a StringIO, a stream in another encoding)."""
+    buffer = getattr(out, "buffer", None)
+    encoding = (getattr(out, "encoding", None) or "").lower().replace("_", "-")
+    if buffer is None or encoding not in ("utf-8", "utf8"):
+        return lambda data: out.write(data.decode("utf-8"))
+    out.flush()
+
+    def write(data: bytes) -> None:
+        view = memoryview(data)
+        while view:  # a raw stream (python -u) may take part of it
+            view = view[buffer.write(view) or 0:]
+    return write
 
 
 def _num(value: float | None):
@@ -98,6 +174,7 @@ def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
     """What the brokers report for this client's own bucket of ``key``, one entry per broker
     (``throttled`` only from that bucket), and apart, the ``other_buckets`` under the same
     user or client id that are not this client's."""
+    from ..live import client_buckets
     from ..membership import Membership
 
     user, client_id = r.client.user or "", r.client.client_id or ""
@@ -125,6 +202,8 @@ def _client_spread(r: Resolution, key: str, mine: Sequence[BucketUsage],
                    rows: Sequence[BucketUsage], reach: Reach | None = None) -> Spread:
     """The client's own bucket of ``key`` over every broker the scrape read (``reach``: also
     those that answered without quota figures, and those it could not read)."""
+    from ..spread import Reach, spread
+
     reach = reach or Reach()
     return spread(key, mine, {row.broker for row in rows} | set(reach.read), r.keys[key].value,
                   reach.unread)
@@ -200,6 +279,8 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
     for the live figures; without it every bucket shape that could hold the client shows.
     ``window`` is the brokers' quota window the live verdict used: JSON gives it as
     ``window`` on each client with live figures, text names it once, at the end."""
+    from ..live import client_buckets
+
     if fmt == "json":
         docs = [resolution_to_json(r, live, quotas, reach) for r in resolutions]
         if window is not None and live is not None:
@@ -278,6 +359,8 @@ def format_throttled(rows: Sequence[BucketUsage], fmt: str = "text",
     bucket over every broker (``every``: all the rows the scrape gave, so brokers without its
     traffic show too) with the sentence that explains the spread (JSON: ``spread`` on each
     row)."""
+    from ..spread import Reach, bucket_spreads
+
     reach = reach or Reach()
     every = [*(every or ()), *rows]
     spreads = bucket_spreads(every, {r.broker for r in every} | set(reach.read), reach.unread)
