@@ -258,13 +258,16 @@ def update_rollups(spark: "SparkSession", usage: str, rollups: str,
     done = Update()
 
     def batch(df: "DataFrame", batch_id: int) -> None:
-        per_hour = df.groupBy(hour_of(F.col("ts")).alias("hour")).agg(
-            F.collect_set("file").alias("files"), F.max("ts").alias("up_to")).collect()
-        files.add_hour_files(root, {r["hour"]: [_local(f) for f in r["files"]]
-                                    for r in per_hour if r["hour"] is not None})
-        found = {"up_to": max((r["up_to"] for r in per_hour if r["up_to"] is not None),
-                              default=None)}
-        hours = {r["hour"] for r in per_hour if r["hour"] is not None} | pending
+        # one global aggregate (a stream's batch plan runs without adaptive execution: a
+        # groupBy would shuffle into 200 partitions)
+        found = df.agg(F.collect_set(F.struct(hour_of(F.col("ts")).alias("hour"), "file"))
+                       .alias("seen"), F.max("ts").alias("up_to")).first()
+        per_hour: dict[str, list[str]] = {}
+        for hour, file in found["seen"] or ():
+            if hour is not None:
+                per_hour.setdefault(hour, []).append(_local(file))
+        files.add_hour_files(root, per_hour)
+        hours = set(per_hour) | pending
         if hours:
             progress(f"rolling up {len(hours)} hour(s)")
             _redo(spark, usage_where, root, hours, versions, hashes, state)
