@@ -33,7 +33,6 @@ QuotaSet = Mapping[Entity, Mapping[str, float]]
 #: Scratch tables under the output's staging directory, removed before it is renamed
 #: (not "_..." or ".…": Spark would not read them back).
 LEVELS = "levels-scratch"
-ROLLUPS = "rollups-scratch"
 
 
 @dataclass
@@ -100,15 +99,24 @@ def summary_levels(win: "DataFrame", names: "pd.DataFrame") -> "DataFrame":
     return analysis.per_level(win, analysis.bucket_id(frame), frame)
 
 
-def derived_tables(roll: "DataFrame", levels: "DataFrame", what_if: QuotaSet | None = None
+def derived_tables(levels: "DataFrame", what_if: "DataFrame | None" = None
                    ) -> dict[str, "DataFrame"]:
-    """The tables computed from hourly rollups (pipeline.rollups) and their
-    :func:`pipeline.rollups.levels`, lazily, in the order they are written."""
+    """The tables from a per-level summary (:func:`pipeline.rollups.levels` of rollups, or
+    :func:`summary_levels` of the samples) and a what_if table, lazily, in the order they are
+    written."""
     tables = {"by_client": analysis.by_client(levels), "by_entry": analysis.by_entry(levels)}
     if what_if is not None:
-        tables["what_if"] = rollups.what_if(roll, single_version(what_if))
+        tables["what_if"] = what_if
     tables["sizing"] = analysis.sizing(levels)
     return tables
+
+
+def _what_if(roll: "DataFrame | None", win: "DataFrame | None", what_if: QuotaSet | None):
+    if what_if is None:
+        return None
+    proposed = single_version(what_if)
+    return rollups.what_if(roll, proposed) if roll is not None else \
+        analysis.what_if(win, proposed)
 
 
 def build_tables(inputs: Inputs, what_if: QuotaSet | None = None) -> dict[str, "DataFrame"]:
@@ -116,7 +124,7 @@ def build_tables(inputs: Inputs, what_if: QuotaSet | None = None) -> dict[str, "
     derives them from rollups it writes once)."""
     win, _ = build_windows(inputs)
     roll = rollups.hourly(win)
-    return {"windows": win, **derived_tables(roll, rollups.levels(roll), what_if)}
+    return {"windows": win, **derived_tables(rollups.levels(roll), _what_if(roll, None, what_if))}
 
 
 def read_hourly(spark: "SparkSession", where: str, when: TimeRange) -> "DataFrame":
@@ -163,7 +171,7 @@ def run(spark: "SparkSession", usage: str, out: str, when: TimeRange = TimeRange
         progress(f"updating the rollups in {rollups_dir}")
         progress(update_rollups(spark, usage, rollups_dir, quotas, progress).describe())
     with staged(out, overwrite) as tmp:
-        roll = None
+        roll = win = None
         if rollups_dir is not None:
             roll = read_hourly(spark, rollups_dir, when)
             if roll.limit(1).count() == 0:
@@ -174,22 +182,25 @@ def run(spark: "SparkSession", usage: str, out: str, when: TimeRange = TimeRange
             progress(f"reading {usage} ({when.describe()})")
             inputs = load_inputs(spark, usage, when, quotas, kafka_bootstrap, kafka_client)
             progress(f"{len(inputs.versions)} quota version(s); resolving buckets")
-            win, _ = build_windows(inputs)
+            win, names = build_windows(inputs)
             if windows:
                 written = write_table(win, tmp, "windows", progress, WINDOWS_OPTIONS)
                 # Rolled up from windows read back (only the columns needed): cheaper than
                 # computing it again, or caching every sample (more than a 1g driver holds).
                 with translating(f"reading {written}"):
                     win = spark.read.parquet(written)
-            if roll is None:
-                roll = _scratch(spark, rollups.hourly(win), tmp, ROLLUPS, progress)
         # The per-level summary is read three times: written once (small) beside the tables,
-        # and removed before they appear. (A cache of it read slower.)
-        levels = _scratch(spark, rollups.levels(roll), tmp, LEVELS, progress)
-        for name, df in derived_tables(roll, levels, what_if).items():
+        # and removed before they appear. (A cache of it read slower.) With no rollups kept,
+        # it comes from the samples themselves (sorted rates, exact): rolling a range up
+        # only to summarise it costs a sketch per hour, broker and bucket, as many as the
+        # samples when buckets are many and scrapes sparse (115 s of 10M samples).
+        if roll is None:
+            levels = _scratch(spark, summary_levels(win, names), tmp, LEVELS, progress)
+        else:
+            levels = _scratch(spark, rollups.levels(roll), tmp, LEVELS, progress)
+        for name, df in derived_tables(levels, _what_if(roll, win, what_if)).items():
             write_table(df, tmp, name, progress)
-        for scratch in (ROLLUPS, LEVELS):
-            shutil.rmtree(tmp / scratch, ignore_errors=True)
+        shutil.rmtree(tmp / LEVELS, ignore_errors=True)
     return path
 
 
