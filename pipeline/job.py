@@ -182,7 +182,7 @@ def run(spark: "SparkSession", usage: str, out: str, when: TimeRange = TimeRange
             progress(f"reading {usage} ({when.describe()})")
             inputs = load_inputs(spark, usage, when, quotas, kafka_bootstrap, kafka_client)
             progress(f"{len(inputs.versions)} quota version(s); resolving buckets")
-            win, _ = build_windows(inputs)
+            win, names = build_windows(inputs)
             if windows:
                 written = write_table(win, tmp, "windows", progress, WINDOWS_OPTIONS)
                 # Rolled up from windows read back (only the columns needed): cheaper than
@@ -191,10 +191,11 @@ def run(spark: "SparkSession", usage: str, out: str, when: TimeRange = TimeRange
                     win = spark.read.parquet(written)
         # The per-level summary is read three times: written once (small) beside the tables,
         # and removed before they appear. (A cache of it read slower.) With no rollups kept,
-        # it comes from the samples themselves: rolling a range up only to summarise it
-        # costs a sketch per hour, broker and bucket (115 s of 10M samples, 100k buckets).
+        # it comes from the samples themselves (sorted rates, exact): rolling a range up
+        # only to summarise it costs a sketch per hour, broker and bucket, as many as the
+        # samples when buckets are many and scrapes sparse (115 s of 10M samples).
         if roll is None:
-            levels = _scratch(spark, rollups.levels_of_samples(win), tmp, LEVELS, progress)
+            levels = _scratch(spark, summary_levels(win, names), tmp, LEVELS, progress)
         else:
             levels = _scratch(spark, rollups.levels(roll), tmp, LEVELS, progress)
         for name, df in derived_tables(levels, _what_if(roll, win, what_if)).items():

@@ -39,8 +39,7 @@ from .snapshots import QuotaVersions
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["HOUR_FORMAT", "hour_of", "hourly", "daily", "levels", "levels_of_samples",
-           "what_if"]
+__all__ = ["HOUR_FORMAT", "hour_of", "hourly", "daily", "levels", "what_if"]
 
 #: The ``hour`` partition value: the UTC hour's start, ``2025-01-06T14`` (sorts as time).
 HOUR_FORMAT = "yyyy-MM-dd'T'HH"
@@ -58,13 +57,14 @@ def _sum_if(cond: "Column") -> "Column":
     return F.sum(F.when(cond, F.col("interval_s")).otherwise(F.lit(0.0)))
 
 
-def _sums(win: "DataFrame", *grain: "Column | str") -> "DataFrame":
-    """The rollup columns per ``grain`` (hour and broker, or none), bucket, key and level."""
+def hourly(win: "DataFrame") -> "DataFrame":
+    """The rollups of ``win`` (analysis.windows' columns)."""
     from pyspark.sql import functions as F
 
     rate = F.col("rate")
     rated = rate.isNotNull() & ~F.isnan(rate)
-    return win.groupBy(*grain, *BUCKET, "level", "source").agg(
+    return win.groupBy(hour_of(F.col("ts")).alias("hour"), "broker", *BUCKET, "level",
+                       "source").agg(
         _sum_if(F.col("over_quota")).alias("throttled_s"),
         _sum_if(F.coalesce(F.col("broker_throttle_ms") > 0, F.lit(False)))
         .alias("broker_throttled_s"),
@@ -76,25 +76,7 @@ def _sums(win: "DataFrame", *grain: "Column | str") -> "DataFrame":
         sketches.sketch_agg("rate").alias("rates"),
         # ties on ts have one quota: same bucket and time, same version
         F.max_by("quota", "ts").alias("q_last"), F.max("ts").alias("t_last"),
-        *([] if grain else [F.collect_set("broker").alias("brokers")]),
     )
-
-
-def hourly(win: "DataFrame") -> "DataFrame":
-    """The rollups of ``win`` (analysis.windows' columns)."""
-    from pyspark.sql import functions as F
-
-    return _sums(win, hour_of(F.col("ts")).alias("hour"), "broker")
-
-
-def levels_of_samples(win: "DataFrame") -> "DataFrame":
-    """:func:`levels` straight from the samples of a range analysed whole (no rollups kept):
-    one sketch per bucket and level, not one per hour and broker (as many as the samples
-    when buckets are many and scrapes sparse), and bounded in memory where sorted arrays of
-    every rate are not (a 1g driver ran out of heap at 10M samples)."""
-    from pyspark.sql import functions as F
-
-    return _sums(win).withColumn("bucket_id", F.struct(*BUCKET))
 
 
 def daily(roll: "DataFrame") -> "DataFrame":
