@@ -8,10 +8,11 @@ entries changed half way), in a temporary directory removed at the end. Then, pe
 * the floor: a bare Spark scan + group-by of the same Parquet, written
   (``groupBy(user, client_id, quota_type).agg(sum(interval_s), max(rate), count)``);
 * the full analysis, ``pipeline.job.run`` (windows, by_client, by_entry, sizing; what_if with
-  ``--what-if``), with the time of each of its phases; target: within 1.5x of the floor;
+  ``--what-if``), with the time of each of its phases; target: within 2x of the copy
+  floor (a scan + write of every row: the job writes a 10M-row ``windows`` table);
 * the same analysis in pandas in one fresh process (``benchmarks.pandas_analysis``: read,
   resolve the distinct buckets with ``bulk_resolve_buckets``, the same tables, written);
-  target: Spark at least 3x faster at 10,000,000 samples;
+  information only (``local[2]`` has at most twice pandas' one core);
 * the peak resident memory of the driver JVM (VmHWM of the java process, reset before each
   run), of the Python driver, and of the pandas process;
 * whether the Spark and pandas tables agree: every row of by_client, by_entry and sizing, and
@@ -56,9 +57,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-FLOOR_TARGET = 1.5     # the analysis within this many times the bare scan + group-by
-PANDAS_TARGET = 3.0    # Spark at least this many times faster than pandas ...
-PANDAS_TARGET_AT = 10_000_000  # ... at this many samples
+COPY_TARGET = 2.0      # the analysis within this many times a scan + write of every row
+# pandas is information only: local[2] has at most twice pandas' one core (issue 19)
 START = datetime(2025, 3, 3, tzinfo=timezone.utc)
 TYPE_SHARE = {"produce": 0.45, "fetch": 0.35, "request": 0.18, "controller_mutation": 0.02}
 CHANGED = 0.05         # share of the entries whose values change half way
@@ -760,16 +760,14 @@ def main() -> int:
         print("      of which: " + ", ".join(f"{name} {s:.1f} s" for name, s in inner.items()))
         print(f"    copy (scan + write every row)        {r['copy']['seconds']:8.1f} s   "
               f"driver JVM peak {mib(r['copy']['jvm_kib'])}")
-        ratio = job / fl
-        print(f"    analysis / floor: {ratio:.2f}x (target <= {FLOOR_TARGET}x: "
-              f"{'met' if ratio <= FLOOR_TARGET else 'NOT met'}); analysis / copy: "
-              f"{job / r['copy']['seconds']:.2f}x")
+        ratio = job / r["copy"]["seconds"]
+        print(f"    analysis / copy: {ratio:.2f}x (target <= {COPY_TARGET}x: "
+              f"{'met' if ratio <= COPY_TARGET else 'NOT met'}); analysis / floor: "
+              f"{job / fl:.2f}x")
         if "pandas" in r:
             pd_s = r["pandas"]["seconds"]
             speed = pd_s / job
-            target = (f" (target >= {PANDAS_TARGET:.0f}x at {PANDAS_TARGET_AT:,}: "
-                      f"{'met' if speed >= PANDAS_TARGET else 'NOT met'})"
-                      if n >= PANDAS_TARGET_AT else "")
+            target = " (information)"
             print(f"    pandas, one process                  {pd_s:8.1f} s   peak RSS "
                   f"{mib(r['pandas']['peak_kib'])}")
             print("      phases: " + ", ".join(f"{k} {v:.1f} s"
