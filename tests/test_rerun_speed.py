@@ -71,20 +71,7 @@ def test_a_long_list_of_names_taken_out_of_a_bucket_is_cut_short():
 
 
 # -- the pages: what a rerun does not redo ----------------------------------------------------
-@pytest.fixture
-def sandbox(monkeypatch, tmp_path):
-    from localkafka.demo import demo_quotas
-    from quota_core.backends.sandbox import SandboxBackend
-    from tests.test_app import ENV_VARS
-
-    for var in ENV_VARS:
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("QUOTA_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
-    path = tmp_path / "quotas.sqlite"
-    with SandboxBackend(path) as backend:
-        backend.replace_all(demo_quotas())
-    monkeypatch.setenv("QUOTA_SANDBOX", str(path))
-    return path
+from tests.test_identity import sandbox  # noqa: E402,F401  the demo quotas in a sandbox
 
 
 def counting(monkeypatch, owner, name: str) -> list:

@@ -97,22 +97,19 @@ def read_daily(rollups: str | Path, days: list[str], columns: list[str] | None =
 
 
 def read_rollups(rollups: str | Path, start: datetime | None = None,
-                 end: datetime | None = None, columns: list[str] | None = None,
-                 hours: list[str] | None = None):
-    """The hourly rollups whose hour starts in ``[start, end)`` (naive UTC; None: open), or
-    whose ``hour`` key is in ``hours``, as a pandas DataFrame with ``hour`` as text; empty (no
-    rows) when there are none yet. pyarrow only: no Spark. ``rates`` (the sketches) are
-    bytes: DataSketches' KLL format (quota_core.rate_sketch reads them)."""
+                 end: datetime | None = None, columns: list[str] | None = None):
+    """The hourly rollups whose hour starts in ``[start, end)`` (naive UTC; None: open), as a
+    pandas DataFrame with ``hour`` as text; empty (no rows) when there are none yet. pyarrow
+    only: no Spark. ``rates`` (the sketches) are bytes: DataSketches' KLL format
+    (quota_core.rate_sketch reads them)."""
     return _read(Path(rollups) / HOURLY, "hour", columns,
-                 lambda hour: _hour_filter(hour, start, end, hours))
+                 lambda hour: _hour_filter(hour, start, end))
 
 
-def _hour_filter(hour, start: datetime | None, end: datetime | None,
-                 hours: list[str] | None):
-    cond = None if hours is None else hour.isin(list(hours))
+def _hour_filter(hour, start: datetime | None, end: datetime | None):
+    cond = None
     if start is not None:  # a range not on the hour keeps the hours it touches
-        test = hour >= hour_key(start)
-        cond = test if cond is None else cond & test
+        cond = hour >= hour_key(start)
     if end is not None:
         on_hour = end == end.replace(minute=0, second=0, microsecond=0)
         test = hour < hour_key(end) if on_hour else hour <= hour_key(end)
