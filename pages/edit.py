@@ -24,6 +24,7 @@ from quota_core.shadows import dead_keys
 from quota_core.live import clients_seen, join_usage
 from quota_core.settle import after_change
 from quota_core.keys import QUOTA_KEYS, keys_for
+from quota_core.wording import clients_moved, inherited, plural, quota_before, verb
 from quota_core.changes.workflow import apply_change, preview
 from ui.render import KEY_ORDER, editable_text, exact_text, traffic_rows
 from ui.spread import show_traffic_spreads
@@ -149,6 +150,14 @@ if fix and ss.get("ed_fix_seen") != (entity_param, fix):
     for k in keys if entity in fill else ():
         ss[f"ed_val_{k}"] = editable_text(k, fill[entity].get(k))
 before: dict = ss["ed_before"]
+_elsewhere = {e: q for e, q in ctx.snapshot.quotas.items() if e != entity}
+
+
+def _inherited(key: str):
+    """What the entity's clients get for ``key`` from the rest of the ladder (value, level,
+    source): a key the entry does not set is not "unlimited" when a lower level sets it."""
+    return fallback(_elsewhere, entity, key)
+
 
 result = ss.get("ed_result")
 if result is not None and result.alteration.entity == entity:
@@ -156,7 +165,8 @@ if result is not None and result.alteration.entity == entity:
         st.success(f"Applied to {code(entity.display())} by {md(result.record.actor)} at "
                    f"{md(result.record.ts)}. Read back from the cluster:",
                    icon=":material/check_circle:")
-        st.dataframe([{"key": k, "before": format_quota(k, result.before.get(k)),
+        st.dataframe([{"key": k, "before": quota_before(k, result.before.get(k),
+                                                        _inherited(k)),
                        "after (read back)": format_quota(k, result.after.get(k)),
                        "exact after": exact_text(k, result.after[k]) if k in result.after
                        else ""} for k in sorted(set(result.before) | set(result.after))],
@@ -254,7 +264,8 @@ with st.container(border=True):
             elif k in after:
                 note = exact_text(k, after[k])
                 if before.get(k) != after[k]:
-                    note += f" — now {format_quota(k, before.get(k))}"
+                    note += " — now " + (format_quota(k, before[k]) if k in before else
+                                         inherited(entity, k, *_inherited(k)))
                 st.caption(f"= {md(note)}")
             elif k in before:
                 value, level, source = fallback(without_entity, entity, k)
@@ -326,15 +337,14 @@ with st.container(border=True):
                                f"{source.display()} (level {level})")
 
     st.dataframe([{"key": c.key, "change": "delete" if c.change == "removed" else c.change,
-                   "before": format_quota(c.key, c.before), "after": _after(c),
+                   "before": quota_before(c.key, c.before, _inherited(c.key)),
+                   "after": _after(c),
                    "after (exact)": "" if c.after is None else exact_text(c.key, c.after)}
                   for c in pv.diff if c.change != "unchanged"], hide_index=True)
     n_clients = len({(c.user, c.client_id) for c in pv.impact})
     who = "ip" if entity.is_ip else "known client"
     if pv.impact:
-        st.markdown(f"**{n_clients:,} {who}{'' if n_clients == 1 else 's'}** "
-                    f"{'gets' if n_clients == 1 else 'get'} a different effective quota "
-                    f"(of {pv.clients_checked:,} checked):")
+        st.markdown(clients_moved(n_clients, pv.clients_checked, who))
         st.dataframe([{"client": c.label, "key": c.key, "before → after": c.describe()}
                       for c in pv.impact[:2000]], hide_index=True)
         if len(pv.impact) > 2000:
@@ -363,8 +373,8 @@ with st.container(border=True):
                          hide_index=True)
     if pv.traffic:
         moved = [c for c in pv.traffic if c.verdict in ("newly throttled", "freed")]
-        st.markdown(f"**At today's rates** (live metrics): {len(pv.traffic):,} bucket"
-                    f"{'' if len(pv.traffic) == 1 else 's'} the brokers report change quota; "
+        st.markdown(f"**At today's rates** (live metrics): {plural(len(pv.traffic), 'bucket')} "
+                    f"the brokers report {verb(len(pv.traffic), 'changes', 'change')} quota; "
                     f"{sum(c.verdict == 'newly throttled' for c in moved)} would be newly "
                     f"throttled, {sum(c.verdict == 'freed' for c in moved)} freed.")
         st.dataframe(traffic_rows(pv.traffic), hide_index=True)

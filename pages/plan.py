@@ -13,20 +13,23 @@ from quota_core.errors import ConcurrentChange, OutcomeUnknown, QuotaError
 from quota_core.plan import change_kind, check_plan_cluster, make_plan, plan_impact, since_plan
 from quota_core.serialization import format_of, read_quota_file
 from quota_core.units import format_quota
+from quota_core.wording import clients_moved, plural, verb
 from quota_core.changes.workflow import apply_changes
 from ui.live import feed
 from ui.render import traffic_rows
 from ui.context import context, secrets_dict
-from ui.sidebar import editing_gate
+from ui.sidebar import editing_gate, may_apply
 from ui.registry import registry
 from ui.text import code, md
 
 ctx = context()
 st.title("Plan from a file")
-editing_gate(ctx, sign_in_key="sign_in_plan")
+# A plan only reads: the editor's name is asked for where it is applied.
+editing_gate(ctx, sign_in_key="sign_in_plan", to_read=True)
 st.caption(f"Compare a desired quota set (an `--export` file, edited) with "
-           f"**{md(ctx.spec.label)}** ({code(ctx.spec.location)}); apply it as "
-           f"**{md(ctx.operator)}**, recorded in the audit log.")
+           f"**{md(ctx.spec.label)}** ({code(ctx.spec.location)}); nothing is written until "
+           f"you apply it" + (f" as **{md(ctx.operator)}**, recorded in the audit log."
+                              if ctx.operator else ", under your name, in the audit log."))
 backend = ctx.backend
 ss = st.session_state
 fix = st.query_params.get("fix")  # a fix from the Health page (ui.health.fix_links), once
@@ -81,11 +84,12 @@ if result is not None:
     with st.container(border=True):
         done = result
         if done.ok:
-            st.success(f"Applied {len(done.applied)} entity change(s) by {md(ctx.operator)}; "
-                       f"each is in the audit log.", icon=":material/check_circle:")
+            st.success(f"Applied {plural(len(done.applied), 'entity change')} by "
+                       f"{md(ctx.operator)}; {verb(len(done.applied), 'it is', 'each is')} in "
+                       f"the audit log.", icon=":material/check_circle:")
         else:
             st.error(f"Applied {len(done.applied)}; {len(done.refused)} refused and not "
-                     f"applied; {len(done.conflicts)} conflict(s): written, but the read-back "
+                     f"applied; {plural(len(done.conflicts), 'conflict')}: written, but the read-back "
                      f"shows another writer's values." + (
                          f" The audit log could not be written: {md(done.audit_error)}"
                          if done.audit_error else ""), icon=":material/block:")
@@ -127,8 +131,7 @@ if plan.unmanaged:
 if plan.changes:
     moved = {(c.user, c.client_id) for c in impact.clients}
     if impact.clients:
-        st.markdown(f"**{len(moved):,} known client{'' if len(moved) == 1 else 's'}** get a "
-                    f"different effective quota (of {impact.clients_checked:,} checked):")
+        st.markdown(clients_moved(len(moved), impact.clients_checked))
         st.dataframe([{"client": c.label, "key": c.key, "before → after": c.describe()}
                       for c in impact.clients[:2000]], hide_index=True, key="pl_impact")
     else:
@@ -151,6 +154,8 @@ if conflict is not None:
         st.dataframe(conflict["rows"], hide_index=True)
     st.stop()
 
+if not may_apply(ctx, sign_in_key="sign_in_plan"):
+    st.stop()
 confirm = st.checkbox(f"I have checked the plan: apply it to {md(ctx.spec.label)}", key="pl_confirm")
 if st.button("Apply", key="pl_apply", type="primary", icon=":material/done_all:",
              disabled=not confirm):
@@ -190,8 +195,8 @@ if st.button("Apply", key="pl_apply", type="primary", icon=":material/done_all:"
         st.rerun()
     except OutcomeUnknown as exc:
         registry().invalidate(ctx.spec)
-        st.warning(f"Outcome unknown: {exc} Press Plan again to see what the cluster holds "
-                   f"now.", icon=":material/help:")
+        st.warning(md(f"Outcome unknown: {exc} Press Plan again to see what the cluster "
+                      f"holds now."), icon=":material/help:")
         st.stop()
     except QuotaError as exc:
         st.error(md(f"Not applied: {exc}"), icon=":material/block:")

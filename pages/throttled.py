@@ -10,7 +10,9 @@ import streamlit as st
 
 from quota_core.live import throttled_rows
 from quota_core.settle import changed_lately, recent_changes
+from quota_core.spread import brokers_text
 from quota_core.units import format_quota, format_rate
+from quota_core.wording import plural, quota_changed, verb
 from ui.charts import utilisation_bar
 from ui.coverage import unwatched_warnings
 from ui.live import feed, usage_rows
@@ -40,10 +42,6 @@ if not ctx.connected:
     st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")
     st.stop()
 settings_warnings(ctx.backend)  # a custom quota callback, brokers that disagree
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def _resolve_link(user: str | None, client_id: str | None) -> str:
@@ -79,8 +77,8 @@ def board() -> None:
     source = "" if frame.complete else f"from {answered} of {len(live.endpoints)} endpoints "
     st.caption(f"Metrics {source}as of {_clock(frame.at)} ({age:.0f} s ago, refreshed every {live.every_s:g} s); "
                f"quota set as of {_clock(ctx.snapshot.loaded_at)} "
-               f"({ctx.snapshot.age_s:.0f} s ago). {len(rows):,} buckets seen on "
-               f"{_plural(len({r.broker for r in rows}), 'broker')}.")
+               f"({ctx.snapshot.age_s:.0f} s ago). {plural(len(rows), 'bucket')} seen on "
+               f"{plural(len({r.broker for r in rows}), 'broker')}.")
     unknown = "unknown"
     c1, c2, c3 = st.columns(3)
     c1.metric("throttled now", len(throttled) if frame.complete else unknown)
@@ -98,7 +96,8 @@ def board() -> None:
                        icon=":material/check_circle:")
         elif frame.complete:  # blind on some brokers: never an all-clear
             st.info(md(f"No bucket is throttled or near its quota on the brokers watched; "
-                       f"broker {', '.join(unwatched)} is not watched (above)."),
+                       f"{brokers_text(unwatched)} {verb(len(unwatched), 'is', 'are')} not "
+                       f"watched (above)."),
                     icon=":material/visibility_off:")
         return
     st.plotly_chart(utilisation_bar(hot[:25]), key="tn_chart")
@@ -109,10 +108,8 @@ def board() -> None:
     changes = recent_changes(ctx.audit.read(), time.time(), window, last_throttle_ms=worst_ms)
     changed = changed_lately(hot, changes) if changes else {}
     if changed:
-        st.info(md(f"{_plural(len(changed), 'bucket')} had its quota changed within the last "
-                   f"rate window ({window.text()}): the broker still counts traffic from before "
-                   f"the change, so throttling there can go on for up to "
-                   f"{window.measured_ms[1] / 1000:.0f} s after it."), icon=":material/timer:")
+        st.info(md(quota_changed(len(changed), window.text(), window.measured_ms[1] / 1000)),
+                icon=":material/timer:")
     table = pd.DataFrame([{
         "broker": r.broker, "type": r.quota_type,
         "user": "" if r.user is None else r.user,

@@ -18,9 +18,10 @@ from .live import broker_name
 from .membership import Tags
 from .units import format_quota, format_rate
 from .verdict import BrokerFigure, KeyVerdict, tags_entity
+from .wording import against
 
 __all__ = ["Sentence", "client_story", "bucket_details", "others_story", "set_back_story",
-           "story", "quiet_story"]
+           "story", "quiet_story", "has_traffic", "traffic", "is_quiet"]
 
 #: Sentence kinds, in the order the page shows them.
 STATUS, ENTRY, SHARE, CHANGE, OTHER, SET_BACK = ("status", "entry", "share", "change",
@@ -45,12 +46,26 @@ def _bucket(tags: Tags) -> str:
 
 
 def _figures(key: str, figures: tuple[BrokerFigure, ...], limit: float | None) -> str:
-    parts = []
-    for b in figures:
-        rate = "no rate" if b.rate is None else format_rate(key, b.rate)
-        share = "" if b.utilisation is None else f" ({b.utilisation:.0%})"
-        parts.append(f"{rate} of {format_quota(key, limit)}{share} on {broker_name(b.broker)}")
-    return "; ".join(parts)
+    return "; ".join(f"{against(key, b.rate, limit, b.utilisation)} on {broker_name(b.broker)}"
+                     for b in figures)
+
+
+def has_traffic(b: BrokerFigure) -> bool:
+    """The broker sees this bucket's traffic (as :attr:`quota_core.spread.BrokerCell.traffic`):
+    a bucket the broker reports at rate 0 is not "0 of 10 on broker 3", it has no traffic
+    there."""
+    return b.throttled or (b.rate is not None and b.rate > 0)
+
+
+def traffic(v: KeyVerdict) -> tuple[BrokerFigure, ...]:
+    """The brokers that see traffic in the client's bucket (none when not read)."""
+    return tuple(b for b in v.brokers or () if has_traffic(b))
+
+
+def is_quiet(v: KeyVerdict) -> bool:
+    """Read, limited, and no broker sees traffic in the bucket: one :func:`quiet_story`
+    sentence covers it, not a status of its own."""
+    return v.brokers is not None and v.limit is not None and not traffic(v)
 
 
 def _client(v: KeyVerdict) -> str:
@@ -61,13 +76,14 @@ def _status(v: KeyVerdict) -> Sentence | None:
     claims = {"subject": "client", "bucket": v.bucket}
     who = _client(v)
     who = who[0].upper() + who[1:]
-    if v.brokers is None or (not v.brokers and v.limit is None):
+    seen = traffic(v)
+    if v.brokers is None or (not seen and v.limit is None):
         return None  # no live figures, or an unlimited key nobody uses: nothing to say
-    if not v.brokers:
+    if not seen:
         return Sentence(STATUS, f"{who} is not throttled on {v.key} now: no broker reports "
                                 f"traffic in its bucket {_bucket(v.bucket)}.",
                         {**claims, "throttled": False, "brokers": ()})
-    hot = [b for b in v.brokers if b.throttled]
+    hot = [b for b in seen if b.throttled]
     if hot:
         waits = [b.throttle_ms if b.throttle_ms else b.estimated_ms for b in hot]
         told = " as the broker reports" if all(b.throttle_ms for b in hot) else ""
@@ -78,12 +94,12 @@ def _status(v: KeyVerdict) -> Sentence | None:
                          "brokers": tuple(b.broker for b in hot)})
     if v.limit is None:
         text = (f"{who} is not throttled on {v.key}: no entry limits its bucket "
-                f"{_bucket(v.bucket)} (sending {_figures(v.key, v.brokers, None)}).")
+                f"{_bucket(v.bucket)} (sending {_figures(v.key, seen, None)}).")
     else:
         text = (f"{who} is not throttled on {v.key}: its bucket {_bucket(v.bucket)} runs at "
-                f"{_figures(v.key, v.brokers, v.limit)}.")
+                f"{_figures(v.key, seen, v.limit)}.")
     return Sentence(STATUS, text, {**claims, "throttled": False,
-                                   "brokers": tuple(b.broker for b in v.brokers)})
+                                   "brokers": tuple(b.broker for b in seen)})
 
 
 def bucket_details(v: KeyVerdict) -> list[Sentence]:
@@ -100,8 +116,8 @@ def bucket_details(v: KeyVerdict) -> list[Sentence]:
     else:
         who, verb = f"Every user running client id {c!r} shares {q}", "together they send"
     out = []
-    for b in v.brokers or ():
-        rate = "nothing measured" if b.rate is None else format_rate(v.key, b.rate)
+    for b in traffic(v):
+        rate = format_rate(v.key, b.rate) if b.rate is not None else "nothing measured"
         text = f"{who}, {entry}; {verb} {rate} on {broker_name(b.broker)}"
         if v.limit is None:
             text += ": never throttled."
@@ -218,7 +234,7 @@ def _listed(items: list[str]) -> str:
 def quiet_story(found: list[KeyVerdict]) -> Sentence | None:
     """One sentence for every key whose bucket no broker reports traffic in (instead of one
     per key): the client is not throttled on them. None when there is no such key."""
-    quiet = [v for v in found if v.brokers is not None and not v.brokers and v.limit is not None]
+    quiet = [v for v in found if is_quiet(v)]
     if not quiet:
         return None
     who = _client(quiet[0])

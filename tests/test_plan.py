@@ -298,7 +298,7 @@ def test_plan_page_diff_impact_apply_and_audit(tmp_path, monkeypatch, store, aud
     at.checkbox(key="pl_confirm").check().run()
     at.button(key="pl_apply").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    assert any("Applied 2 entity change(s) by jdoe" in s.value for s in at.success)
+    assert any("Applied 2 entity changes by jdoe" in s.value for s in at.success)
     assert state(store)[E(user="carol")] == {"producer_byte_rate": MiB}
     assert sorted(r.entity_text for r in AuditLog(audit_log).read()) == ["{user=alice}",
                                                                          "{user=carol}"]

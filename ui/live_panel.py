@@ -16,7 +16,8 @@ from quota_core.live import KEY_OF_TYPE, gather
 from quota_core.membership import Membership
 from quota_core.resolution import Resolution
 from quota_core.spread import spread
-from quota_core.story import bucket_details, client_story, others_story, quiet_story
+from quota_core.story import (bucket_details, client_story, is_quiet, others_story,
+                              quiet_story)
 from quota_core.throttle import DEFAULT_WINDOW
 from quota_core.verdict import tags_entity
 
@@ -70,7 +71,7 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window,
                + f"; per broker, never summed; quota window {window.text()}.")
     # Keys with traffic: the status, then (for a shared bucket) who sends what in it; the
     # figures of an own bucket are in the status already. Keys without: one sentence.
-    busy = [v for v in found if v.brokers or v.limit is None]
+    busy = [v for v in found if not is_quiet(v)]  # no "0 of 10 on broker 3"
     quiet = quiet_story(found)
     st.html(sentences_html([s for v in busy
                             for s in [*client_story(v)[:1], *(bucket_details(v) if v.shared

@@ -24,7 +24,7 @@ from .settings import (AccessPolicy, ConnectionSpec, access_policy, audit_path, 
                        connections, kafka_timeout, watch_every)
 from .text import code, md
 
-__all__ = ["sidebar", "card_state", "connection_banner", "editing_gate"]
+__all__ = ["sidebar", "card_state", "connection_banner", "editing_gate", "may_apply"]
 
 
 def _header(name: str) -> str | None:
@@ -215,9 +215,13 @@ def _stale_banner(spec: ConnectionSpec, snapshot: Snapshot) -> None:
         st.warning(md(notice), icon=":material/sync_problem:")
 
 
-def editing_gate(ctx: PageContext, sign_in_key: str) -> None:
+def editing_gate(ctx: PageContext, sign_in_key: str, *, to_read: bool = False) -> None:
     """The top of every page that writes (Edit, Plan): stop the page, saying why, unless the
-    console may write here and this person may edit (ui.identity decides who that is)."""
+    console may write here and this person may edit (ui.identity decides who that is).
+
+    ``to_read``: the page's first steps only read (Plan computes a diff), so only a console
+    that cannot write or a missing connection stops it; :func:`may_apply` asks for the
+    editor's name where the page writes."""
     if not ctx.policy.editing_enabled:
         st.info("This console is read-only.")
         st.stop()
@@ -226,10 +230,16 @@ def editing_gate(ctx: PageContext, sign_in_key: str) -> None:
         st.stop()
     if ctx.identity.mode == LOCAL:
         st.warning(f"**{LOCAL_MODE_NOTICE}** {LOCAL_MODE_DETAIL}", icon=":material/warning:")
+    if not to_read and not may_apply(ctx, sign_in_key):
+        st.stop()
+
+
+def may_apply(ctx: PageContext, sign_in_key: str) -> bool:
+    """Whether this person may write; when not, says why (and offers to sign in)."""
     allowed, why_not = ctx.may_edit()
     if not allowed:
         st.warning(md(why_not), icon=":material/lock:")
         if ctx.identity.mode == SIGNIN and ctx.identity.name is None and not ctx.identity.problem:
             st.button("Sign in to edit", key=sign_in_key, on_click=st.login, type="primary",
                       icon=":material/login:")
-        st.stop()
+    return allowed
