@@ -250,7 +250,8 @@ if check.ops:
 
 with st.container(border=True):
     st.markdown("**Quotas** — byte rates take units: `10MB` = 10,000,000, `1.5MiB` = "
-                "1,572,864 bytes/s. Empty = not set (unlimited at this level).")
+                "1,572,864 bytes/s. Empty = not set on this entry: its clients get what the rest "
+                "of the ladder gives them.")
     for k in keys:
         spec = QUOTA_KEYS[k]
         f1, f2 = st.columns([2, 3])

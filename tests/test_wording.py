@@ -188,3 +188,42 @@ def test_request_percentage_reads_as_a_share_of_a_thread():
     assert status == ["Client id 'app' of user 'alice' is not throttled on request_percentage: "
                       "its bucket {user=alice} runs at 12.4% of a thread's time, against a "
                       "quota of 50% of a thread (25% of the quota) on broker 1."], texts
+
+
+# -- on the pages (AppTest, the demo sandbox) ---------------------------------------------------
+from tests.test_app import env, open_edit, sandbox  # noqa: E402,F401  (fixtures)
+from tests.app_steps import run_app, texts  # noqa: E402
+
+
+def test_edit_says_what_bob_gets_from_the_default_not_unlimited(sandbox):
+    """{user=bob} holds nothing; {user=<default>} gives bob's clients 1 MiB/s."""
+    at = open_edit("bob")
+    at.text_input(key="ed_val_producer_byte_rate").input("2MiB").run()
+    said = " ".join(texts(at.caption))
+    assert ("= 2,097,152 bytes/s — now not set on this entry; user 'bob' gets 1 MiB/s from "
+            "{user=<default>} (level 6)") in said, said
+    assert "unlimited" not in said
+    at.button(key="ed_preview_btn").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    diff = next(d.value for d in at.dataframe if "after (exact)" in d.value.columns)
+    assert list(diff["before"]) == ["not set (1 MiB/s from {user=<default>}, level 6)"]
+    assert not [m.value for m in at.markdown if "unlimited" in m.value]
+
+
+PLAN = ("format: quota-console/1\nentries:\n- entity: {user: alice}\n"
+        "  quotas: {producer_byte_rate: 1048576}\n")
+
+
+def test_plan_computes_a_diff_without_a_name_and_asks_for_one_to_apply(sandbox):
+    """Issue 27 item 7/8: the Plan page asked for the editor's name before a read-only diff."""
+    at = run_app("pages/plan.py")  # local mode, no name typed
+    at.text_area(key="pl_text").input(PLAN).run()
+    at.button(key="pl_plan_btn").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    diff = next(d.value for d in at.dataframe if "key change" in d.value.columns)
+    assert ("{user=alice}", "producer_byte_rate", "change") in set(
+        zip(diff["entity"], diff["key"], diff["key change"]))
+    assert not [b for b in at.button if b.key == "pl_apply"]
+    assert any("Type your name in the sidebar" in w for w in texts(at.warning)), texts(at.warning)
+    at.sidebar.text_input(key="operator_name").input("jdoe").run()
+    assert [b.key for b in at.button if b.key == "pl_apply"] == ["pl_apply"]
