@@ -12,7 +12,11 @@ enforces them):
 - :data:`SPREAD_TOPIC` has one partition led by each broker: svc-reports' ingest offers
   2.55 MiB/s in total against the same 1 MiB/s, 0.85 MiB/s on each broker (85 %: Throttled
   now lists it as near its quota on brokers 1, 2 and 3), and is throttled nowhere;
-- alice's checkout-api (8 MiB/s of its own) and carol's reports stay under their quotas.
+- carol's dashboards consumer reads the one-broker topic back: about 4 MiB/s offered (what
+  the producers there get through) against the 2 MiB/s fetch quota each user gets from
+  ``{user=<default>}``, so her fetch is throttled on broker 2 too: three throttled buckets;
+- alice's checkout-api (8 MiB/s of its own), carol's reports producer and svc-reports'
+  reports consumer (50 MiB/s of its own) stay under their quotas.
 
 On one broker (the fallback) every partition sits on node 1, so svc-reports' 2.55 MiB/s all
 meet one broker's 1 MiB/s and are throttled there.

@@ -9,8 +9,9 @@ the brokers' quota metrics show real buckets. Who does what, and on which broker
 ``localkafka.demo`` (DEMO_PRODUCERS, the topics' explicit replica assignments): on three
 brokers alice's batch-export and bob's two clients are throttled on broker 2 only (every
 leader of their topic is there), svc-reports' ingest is over its quota in total and under it
-on every broker (one leader each), alice's checkout-api and carol stay under theirs, and
-consumers read the one-broker topic back. A producer writes its topic's partitions in turn,
+on every broker (one leader each), alice's checkout-api and carol's producer stay under
+theirs, and consumers read the one-broker topic back: carol's (2 MiB/s from
+``{user=<default>}``) is throttled there too, svc-reports' (50 MiB/s) is not. A producer writes its topic's partitions in turn,
 so each leader gets an even share. Bounded: fixed rates (about 8 MiB/s offered in all),
 topics that keep one minute of data, and it stops when its parent (the dashboard) stops, on
 SIGTERM, or after ``--seconds``.
