@@ -172,7 +172,7 @@ if result is not None and result.alteration.entity == entity:
                        else ""} for k in sorted(set(result.before) | set(result.after))],
                      hide_index=True)
         if ss.get("ed_settle"):
-            st.info(ss["ed_settle"], icon=":material/timer:")
+            st.info(md(ss["ed_settle"]), icon=":material/timer:")
         if not result.settled:
             st.warning("The cluster did not show the change yet when read back (brokers "
                        "update their view shortly after an alter). Refresh in a moment.")

@@ -19,7 +19,7 @@ from quota_core.history_rollups import freshness, hour_label
 from ui.history import (bucket_hours, job_log, job_running, places, range_sizing, range_tables,
                         rollup_state, sizing_rows, start_job)
 from ui.context import context, secrets_dict
-from ui.text import chart_text, md
+from ui.text import chart_text, code, md
 
 ctx = context()
 st.title("History")
@@ -33,8 +33,8 @@ if where is None:
             icon=":material/history_toggle_off:")
     st.stop()
 if not (where.history / "usage").exists():
-    st.info(f"No usage samples in {where.history} yet: the collector writes them to "
-            f"`{where.history}/usage/`.", icon=":material/hourglass:")
+    st.info(f"No usage samples in {code(where.history)} yet: the collector writes them to "
+            f"{code(str(where.history) + '/usage/')}.", icon=":material/hourglass:")
     st.stop()
 
 
@@ -56,7 +56,7 @@ def progress() -> None:
     elif not hours:
         lines = job_log(where)
         if lines and any("error" in line for line in lines):
-            st.error("The last analysis failed:\n\n" + "\n".join(lines[-3:]))
+            st.error("The last analysis failed:\n\n" + "  \n".join(md(line) for line in lines[-3:]))
     if rollup_state(where).get("updated_at", "") != updated_at:
         st.rerun()  # new rollups landed while this page watched: read them
 

@@ -9,7 +9,7 @@ import streamlit as st
 from quota_core import (estimate_throttle, explain_key, parse_quota_value, resolve,
                         resolve_ip)
 from quota_core.entities import CLIENT_ID, USER, entity_to_json
-from quota_core.shadows import shadow_notes
+from quota_core.shadows import shadow_note_parts
 from quota_core.validation import client_name_problems
 from quota_core.errors import QuotaError
 from ui.render import KEY_ORDER, answers_html, entity_text, ladder_html
@@ -136,7 +136,7 @@ def answer() -> None:
     if not resolution.client.is_ip:
         st.caption("Quotas are enforced by each broker on its own: a client spread over N "
                    "brokers can use up to N × the quota in total.")
-        notes = shadow_notes(resolution)
+        notes = shadow_note_parts(resolution)
         if notes:
             st.subheader("Set back for this client")
             st.html(notes_html(notes))

@@ -24,7 +24,8 @@ from .ladder import NAME
 from .resolution import Resolution
 from .units import format_quota
 
-__all__ = ["DeadKey", "dead_keys", "shadow_notes", "applies_to_other_client_ids"]
+__all__ = ["DeadKey", "dead_keys", "shadow_notes", "shadow_note_parts",
+           "applies_to_other_client_ids", "TEXT", "CODE", "EM"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,12 +101,14 @@ def applies_to_other_client_ids(resolution: Resolution, level: int, key: str) ->
     return False
 
 
-def shadow_notes(resolution: Resolution) -> list[str]:
-    """Plain sentences for each key an entry on this client's ladder holds but does not
-    decide: which level decides it instead, and whether the client gets more or less.
+#: The styles of a note's parts (:func:`shadow_note_parts`): plain text, an entity, a stressed word.
+TEXT, CODE, EM = "text", "code", "em"
 
-    Per client and key: an entry that still decides the key for the user's other client ids
-    is said not to apply to *this client id*, and that it applies to the others."""
+
+def shadow_note_parts(resolution: Resolution) -> list[tuple[tuple[str, str], ...]]:
+    """:func:`shadow_notes` as parts ``(style, text)``: entities are :data:`CODE`, a stressed
+    word :data:`EM`, the rest :data:`TEXT`. A page renders each part as text in its style, so
+    a name holding ``*`` or a backtick is never read as markup (issue 32, finding 6)."""
     client = resolution.client
     who = client.user if client.user else "this client"
     notes = []
@@ -118,19 +121,37 @@ def shadow_notes(resolution: Resolution) -> list[str]:
             subject = (f"client id {client.client_id!r} of {who}" if elsewhere else who)
             mine, theirs = step.quotas[key], kr.value
             if theirs is None or theirs != theirs or mine != mine:
-                compare = ""
+                compare = ()
             elif theirs > mine:
-                compare = f", so {subject} gets *more* than this entry's cap"
+                compare = ((TEXT, f", so {subject} gets "), (EM, "more"),
+                           (TEXT, " than this entry's cap"))
             elif theirs < mine:
-                compare = f", so {subject} gets *less* than this entry would give"
+                compare = ((TEXT, f", so {subject} gets "), (EM, "less"),
+                           (TEXT, " than this entry would give"))
             else:
-                compare = " (the same value)"
+                compare = ((TEXT, " (the same value)"),)
             verb = "does not apply" if elsewhere else "never applies"
-            note = (f"`{step.entity.display()}` {format_quota(key, mine)} {verb} "
-                    f"to {subject}: `{kr.source.display()}` at level {kr.level} sets {key} "
-                    f"first ({format_quota(key, theirs)}){compare}.")
+            note = ((CODE, step.entity.display()),
+                    (TEXT, f" {format_quota(key, mine)} {verb} to {subject}: "),
+                    (CODE, kr.source.display()),
+                    (TEXT, f" at level {kr.level} sets {key} first "
+                           f"({format_quota(key, theirs)})"),
+                    *compare, (TEXT, "."))
             if elsewhere:
-                note += (f" It still sets {key} for {who}'s other client ids without an entry "
-                         f"of their own.")
+                note += ((TEXT, f" It still sets {key} for {who}'s other client ids without "
+                                f"an entry of their own."),)
             notes.append(note)
     return notes
+
+
+def shadow_notes(resolution: Resolution) -> list[str]:
+    """Plain sentences for each key an entry on this client's ladder holds but does not
+    decide: which level decides it instead, and whether the client gets more or less.
+    Entities are marked `` `…` `` and the stressed word ``*…*`` (for text output; a page
+    renders :func:`shadow_note_parts` instead, where a name is never markup).
+
+    Per client and key: an entry that still decides the key for the user's other client ids
+    is said not to apply to *this client id*, and that it applies to the others."""
+    marks = {TEXT: "{}", CODE: "`{}`", EM: "*{}*"}
+    return ["".join(marks[style].format(text) for style, text in parts)
+            for parts in shadow_note_parts(resolution)]

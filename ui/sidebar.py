@@ -133,9 +133,9 @@ def _card(spec: ConnectionSpec, snapshot: Snapshot | None) -> None:
     if tone == "ok":
         st.success("  \n".join(lines), icon=":material/link:")
     elif tone == "stale":
-        st.warning("  \n".join(lines + [f"**{status}**"]), icon=":material/sync_problem:")
+        st.warning("  \n".join(lines + [f"**{md(status)}**"]), icon=":material/sync_problem:")
     else:
-        st.error("  \n".join(lines + [f"**{status}**"]), icon=":material/link_off:")
+        st.error("  \n".join(lines + [f"**{md(status)}**"]), icon=":material/link_off:")
     if spec.command_config:
         st.caption(f"client properties from {code(spec.command_config)}")
     props = spec.public_properties()

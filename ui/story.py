@@ -5,7 +5,6 @@ explanations (:func:`quota_core.explain_key`, :func:`quota_core.shadows.shadow_n
 """
 from __future__ import annotations
 
-import re
 from html import escape
 from typing import Iterable
 
@@ -41,22 +40,29 @@ def sentences_html(sentences: Iterable[Sentence]) -> str:
     return "".join(sentence_html(s) for s in sentences)
 
 
-_CODE = re.compile(r"`([^`]*)`")
-_EM = re.compile(r"\*([^*]+)\*")
+_TAG = {"code": "code", "em": "em"}  # quota_core.shadows.CODE / EM
 
 
-def note_html(text: str) -> str:
-    """A sentence written with `code` and *emphasis* marks, as escaped HTML."""
-    html = escape(text)
-    html = _CODE.sub(lambda m: f"<code>{m.group(1)}</code>", html)
-    return _EM.sub(lambda m: f"<em>{m.group(1)}</em>", html)
+def note_html(parts) -> str:
+    """A note as escaped HTML: ``parts`` are ``(style, text)`` pairs
+    (:func:`quota_core.shadows.shadow_note_parts`), each part escaped and, for an entity or a
+    stressed word, wrapped in its tag. Markup is never read out of the text, so a name with
+    ``*`` or a backtick is shown as written (issue 32, finding 6). A plain string is one
+    plain part."""
+    if isinstance(parts, str):
+        return escape(parts)
+    out = []
+    for style, text in parts:
+        tag = _TAG.get(style)
+        out.append(f"<{tag}>{escape(text)}</{tag}>" if tag else escape(text))
+    return "".join(out)
 
 
-def notes_html(items: Iterable[str], label: str | None = None) -> str:
-    """A bulleted list of notes; ``label`` (bold, escaped) starts each item when given."""
+def notes_html(items: Iterable) -> str:
+    """A bulleted list of notes (each as :func:`note_html` takes it)."""
     rows = []
-    for text in items:
-        rows.append(f"<li>{note_html(text)}</li>")
+    for parts in items:
+        rows.append(f"<li>{note_html(parts)}</li>")
     return f'<ul class="qc-notes" style="margin:0 0 0 1.2em">{"".join(rows)}</ul>'
 
 
