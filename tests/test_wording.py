@@ -227,3 +227,12 @@ def test_plan_computes_a_diff_without_a_name_and_asks_for_one_to_apply(sandbox):
     assert any("Type your name in the sidebar" in w for w in texts(at.warning)), texts(at.warning)
     at.sidebar.text_input(key="operator_name").input("jdoe").run()
     assert [b.key for b in at.button if b.key == "pl_apply"] == ["pl_apply"]
+
+
+def test_the_cli_reads_request_percentage_the_same_way():
+    from quota_core.cli.output import _live_text
+
+    quotas = {E(user="alice"): {R: 50.0}}
+    [row] = join_usage([S("1", "request", "request-time", "alice", None, 12.4)], quotas)
+    assert _live_text(R, row) == ("  live 1: 12.4% of a thread's time, against a quota of 50% "
+                                  "of a thread (25% of the quota), not throttled")

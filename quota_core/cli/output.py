@@ -15,6 +15,7 @@ from ..alterations import AlterOutcome, Alteration
 from ..entities import DEFAULT_TEXT, Entity, display_name, sanitize
 from ..keys import QUOTA_KEYS, format_value, json_number
 from ..units import format_exact, format_quota, format_rate
+from ..wording import against
 
 if TYPE_CHECKING:  # imported where used: --describe needs none of them (start-up time)
     from ..live import BucketUsage
@@ -259,11 +260,9 @@ def _client_header(r: Resolution, fmt: str = "text") -> str:
 
 
 def _live_text(key: str, row: BucketUsage) -> str:
-    rate = "no rate" if row.rate is None else format_rate(key, row.rate)
-    share = "" if row.utilisation is None else f" ({row.utilisation:.0%})"
     throttle = (f"throttled {row.throttle_ms:,.0f} ms" if row.throttle_ms
                 else "over quota" if row.over_quota else "not throttled")
-    return f"  live {row.broker}: {rate} of {format_quota(key, row.quota)}{share}, {throttle}"
+    return f"  live {row.broker}: {against(key, row.rate, row.quota, row.utilisation)}, {throttle}"
 
 
 def window_json(window: QuotaWindow) -> dict:
@@ -377,14 +376,12 @@ def format_throttled(rows: Sequence[BucketUsage], fmt: str = "text",
     for r in rows:
         name = _plain_name if fmt == "plain" else sanitize
         tags = ", ".join(f"{t}={name(n)}" for t, n in r.bucket.items() if n is not None)
-        rate = "?" if r.rate is None else format_rate(r.key, r.rate)
-        share = "" if r.utilisation is None else f" ({r.utilisation:.0%})"
+        figures = against(r.key, r.rate, r.quota, r.utilisation)
         throttle = f"throttle {r.throttle_ms:,.0f} ms" if r.throttle_ms else "no throttle yet"
         where = ("no quota" if r.source is None
                  else f"{entity_text(r.source, fmt)} (level {r.level})")
         stale = "" if r.current else "; no client is in this bucket now (an old shape)"
-        lines.append(f"{r.broker} {r.quota_type} {{{tags}}}: {rate} of "
-                     f"{format_quota(r.key, r.quota)}{share}, {throttle}; set by {where}"
+        lines.append(f"{r.broker} {r.quota_type} {{{tags}}}: {figures}, {throttle}; set by {where}"
                      f"{stale}\n")
     # Each bucket once, over every broker: the client x broker view.
     for bucket in dict.fromkeys((r.quota_type, r.user, r.client_id) for r in rows):
