@@ -130,6 +130,17 @@ def test_hostile_names_and_query_parameters_on_every_page(page, beacon, tmp_path
         expect(main).to_contain_text("[Re-authenticate](")      # shown, not a link
         _no_markup_from_input(page, beacon)
         shot(page, "hostile-resolve.png")
+        # Resolve's set-back notes (issue 32, finding 6): a name with *, _ and backticks is
+        # shown as written, never as emphasis or code ({user=alice, client-id=<default>} and
+        # {user=alice} are set back for this client id by its own entry).
+        styled = payloads(beacon)[4]
+        page.goto(url + f"/resolve?{urlencode({'user': 'alice', 'client_id': styled})}")
+        settle(page)
+        notes = main.locator(".qc-notes")
+        expect(notes).to_contain_text(f"client id {styled!r} of alice", timeout=20_000)
+        assert not [t for t in notes.locator("em, code").all_inner_texts()
+                    if t.strip() in ("b", "i", "c")], notes.inner_html()
+        shot(page, "hostile-resolve-notes.png")
         # Edit, with a name typed (local mode): the hostile entity from the link, as text.
         page.goto(url + "/edit?" + urlencode({"entity": entity}))
         settle(page)

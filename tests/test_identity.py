@@ -240,7 +240,7 @@ def run_app(page=None, *, secrets=None, user=None, operator=None) -> AppTest:
 SIGNIN_SECRETS = {"auth": AUTH, "access": {"editors": ["alice@example.test"]}}
 
 
-@pytest.mark.parametrize("page, form_key", [("edit", "ed_user"), ("plan", "pl_text")])
+@pytest.mark.parametrize("page, form_key", [("edit", "ed_user")])
 def test_signin_sidebar_and_writing_pages_when_signed_out(sandbox, page, form_key):
     at = run_app(f"pages/{page}.py", secrets=SIGNIN_SECRETS, user={"is_logged_in": False},
                  operator="alice@example.test")  # a typed name counts for nothing here
@@ -249,6 +249,20 @@ def test_signin_sidebar_and_writing_pages_when_signed_out(sandbox, page, form_ke
     assert "Sign in to edit" in texts(at.warning)[0]
     assert at.button(key=f"sign_in_{page}").label == "Sign in to edit"
     assert not [w for w in [*at.text_input, *at.text_area] if w.key == form_key]
+
+
+def test_plan_signed_out_computes_the_diff_and_asks_to_sign_in_only_to_apply(sandbox):
+    """Issue 27 item 8: a plan is read-only; signing in is asked for where it is applied."""
+    at = run_app("pages/plan.py", secrets=SIGNIN_SECRETS, user={"is_logged_in": False})
+    at.text_area(key="pl_text").input("format: quota-console/1\nentries:\n"
+                                      "- entity: {user: alice}\n"
+                                      "  quotas: {producer_byte_rate: 1048576}\n").run()
+    assert not [b for b in at.button if b.key == "sign_in_plan"]  # nothing to apply yet
+    at.button(key="pl_plan_btn").click().run()
+    assert any("key change" in d.value.columns for d in at.dataframe)
+    assert any("Sign in to edit" in w for w in texts(at.warning)), texts(at.warning)
+    assert at.button(key="sign_in_plan").label == "Sign in to edit"
+    assert not [b for b in at.button if b.key == "pl_apply"]
 
 
 def test_local_mode_is_announced_on_both_writing_pages(sandbox, monkeypatch):
