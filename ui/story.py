@@ -1,7 +1,7 @@
 """Resolve's sentences as escaped HTML: names are shown raw, never interpreted as markup.
 
 Every sentence comes from :mod:`quota_core.story` (one verdict per key) or from the existing
-explanations (:func:`quota_core.explain_key`, :func:`quota_core.shadows.shadow_notes`).
+explanations (:func:`quota_core.explain_key`, :func:`quota_core.shadows.shadow_note_parts`).
 """
 from __future__ import annotations
 
