@@ -98,7 +98,7 @@ def _unknown_field(name: Any, allowed: tuple[str, ...]) -> str:
 
 
 def _entries(doc: Any, source: str, strict: bool) -> QuotaFile:
-    from .validation import unknown_key_message
+    from .validation import entry_problems, unknown_key_message
 
     def at(obj: Any, key: Any = None) -> int | None:
         if key is not None:
@@ -165,6 +165,11 @@ def _entries(doc: Any, source: str, strict: bool) -> QuotaFile:
             quotas[str(key)] = _number(value, str(key), where(kline))
             if kline is not None:
                 key_lines[(entity, str(key))] = kline
+        if strict:
+            for problem in entry_problems(entity, quotas)[:1]:
+                at_line = key_lines.get((entity, problem.key)) if problem.key else \
+                    at(entry, "entity")
+                raise ParseError(f"{where(at_line)}: {problem.message}")
         out[entity] = quotas
         if line is not None:
             entity_lines[entity] = line
@@ -289,21 +294,75 @@ def _dup_key(source: str, line: int | None, key: Any, first: int | None, what: s
                       f"merge the other.")
 
 
-def _yaml_tree(text: str, source: str) -> Any:
+def _yaml_loader(text: str, fast: bool = True) -> Any:
+    """A safe YAML loader over ``text``: libyaml's (``CSafeLoader``) when PyYAML has it and
+    ``fast``, else the pure-Python one (10 times slower, its error messages more precise)."""
     import yaml
-    from yaml import events, nodes
+
+    if fast and getattr(yaml, "__with_libyaml__", False):
+        return yaml.CSafeLoader(text)
+    return yaml.SafeLoader(text)
+
+
+def _yaml_tree(text: str, source: str) -> Any:
+    """YAML in one pass over the parser's events, building the tree with the line of every
+    key and item: no node graph (which held ~130 bytes of marks per scalar and took 90 s and
+    900 MB for 100k entries), each scalar typed by PyYAML's own resolver and constructors.
+    Anchors, aliases, merge keys, duplicate keys and nesting deeper than :data:`MAX_DEPTH`
+    are refused as they come."""
+    import yaml
+
+    try:
+        return _yaml_events_tree(_yaml_loader(text), source)
+    except yaml.YAMLError as exc:
+        if len(text) <= YAML_RETRY_CHARS and getattr(yaml, "__with_libyaml__", False):
+            try:  # the pure-Python parser names the character at fault; libyaml does not
+                _yaml_events_tree(_yaml_loader(text, fast=False), source)
+            except yaml.YAMLError as slow:
+                exc = slow
+            except (ParseError, ValueError, OverflowError, RecursionError):
+                pass
+        raise ParseError(f"{source} is not valid yaml: {_yaml_problem(exc)}") from None
+    except RecursionError:
+        raise _too_deep(source, None) from None
+    except (ValueError, OverflowError) as exc:  # a constructor's: int('9' * 5000), a date
+        reason = " ".join(str(exc).split())[:200]
+        raise ParseError(f"{source} holds a value that cannot be read ({reason}).") from None
+
+
+#: A broken YAML file up to this size is parsed again by the pure-Python parser, whose error
+#: names the character at fault (a fraction of a second); a larger one keeps libyaml's.
+YAML_RETRY_CHARS = 2**20
+
+
+def _yaml_events_tree(loader: Any, source: str) -> Any:
+    import yaml
+    from yaml import events
 
     merge_tag = "tag:yaml.org,2002:merge"
+    str_tag = "tag:yaml.org,2002:str"
+    constructors = type(loader).yaml_constructors
+
+    def scalar(event: Any) -> Any:
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+        if tag == str_tag:
+            return tag, event.value
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+        construct = constructors.get(tag)
+        # An unknown tag (!!python/name, !custom): the loader's own refusal (ConstructorError).
+        return tag, (construct(loader, node) if construct is not None
+                     else loader.construct_object(node))
+
+    root: Any = None
+    stack: list[Any] = []  # the open collections, innermost last
+    pending: list[Any] = []  # for each open mapping: its key waiting for a value, or _NO_KEY
+    documents = 0
     try:
-        depth = 0
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        while loader.check_event():
+            event = loader.get_event()
             line = event.start_mark.line + 1
-            if isinstance(event, events.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise _too_deep(source, line)
-            elif isinstance(event, events.CollectionEndEvent):
-                depth -= 1
             if isinstance(event, events.AliasEvent):
                 raise ParseError(
                     f"{source}, line {line}: the alias *{event.anchor} repeats another part of "
@@ -314,47 +373,69 @@ def _yaml_tree(text: str, source: str) -> Any:
                     f"{source}, line {line}: the anchor &{event.anchor} is not allowed. A quota "
                     f"file may not use YAML anchors and aliases (&name, *name): they can hide a "
                     f"duplicate entry. Write each entry out in full.")
-        loader = yaml.SafeLoader(text)
-        try:
-            root = loader.get_single_node()
+            if isinstance(event, events.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    raise ParseError(f"{source} is not valid yaml: line {line}: a second "
+                                     f"document (---); a quota file is one document.")
+                continue
+            if isinstance(event, events.CollectionStartEvent):
+                if len(stack) >= MAX_DEPTH:
+                    raise _too_deep(source, line)
+                if stack and isinstance(stack[-1], _Map) and pending[-1] is _NO_KEY:
+                    raise ParseError(f"{source}, line {line}: a key must be a plain word such "
+                                     f"as producer_byte_rate.")
+                if isinstance(event, events.MappingStartEvent):
+                    value: Any = _Map()
+                    value.line, value.key_lines = line, {}
+                    pending.append(_NO_KEY)
+                else:
+                    value = _Seq()
+                    value.line, value.item_lines = line, []
+                stack.append(value)
+                continue
+            if isinstance(event, events.CollectionEndEvent):
+                value = stack.pop()
+                if isinstance(value, _Map):
+                    pending.pop()
+            elif isinstance(event, events.ScalarEvent):
+                if stack and isinstance(stack[-1], _Map) and pending[-1] is _NO_KEY:
+                    tag, key = scalar(event)
+                    if tag == merge_tag:
+                        raise ParseError(
+                            f"{source}, line {line}: a merge key (<<) is not allowed: it can "
+                            f"hide a duplicate entry or key. Write the mapping out in full.")
+                    mapping = stack[-1]
+                    try:
+                        if key in mapping:
+                            raise _dup_key(source, line, key, mapping.key_lines[key],
+                                           "mapping")
+                    except TypeError:  # an unhashable key (a !!binary, a set...)
+                        raise ParseError(f"{source}, line {line}: a key must be a plain word "
+                                         f"such as producer_byte_rate.") from None
+                    mapping.key_lines[key] = line
+                    pending[-1] = key
+                    continue
+                value = scalar(event)[1]
+            else:  # stream and document start and end
+                continue
+            # A finished value: the root, an item of a sequence, or a mapping's value.
+            if not stack:
+                root = value
+            elif isinstance(stack[-1], _Map):
+                stack[-1][pending[-1]] = value
+                pending[-1] = _NO_KEY
+            else:
+                stack[-1].append(value)
+                stack[-1].item_lines.append(line if not isinstance(value, (_Map, _Seq))
+                                            else value.line)
+        return root
+    finally:
+        loader.dispose()
 
-            def build(node: Any) -> Any:
-                if isinstance(node, nodes.MappingNode):
-                    out = _Map()
-                    out.line, out.key_lines = node.start_mark.line + 1, {}
-                    for key_node, value_node in node.value:
-                        kline = key_node.start_mark.line + 1
-                        if key_node.tag == merge_tag:
-                            raise ParseError(
-                                f"{source}, line {kline}: a merge key (<<) is not allowed: it "
-                                f"can hide a duplicate entry or key. Write the mapping out in "
-                                f"full.")
-                        if not isinstance(key_node, nodes.ScalarNode):
-                            raise ParseError(f"{source}, line {kline}: a key must be a plain "
-                                             f"word such as producer_byte_rate.")
-                        key = loader.construct_object(key_node)
-                        if key in out:
-                            raise _dup_key(source, kline, key, out.key_lines[key], "mapping")
-                        out[key] = build(value_node)
-                        out.key_lines[key] = kline
-                    return out
-                if isinstance(node, nodes.SequenceNode):
-                    seq = _Seq(build(n) for n in node.value)
-                    seq.line = node.start_mark.line + 1
-                    seq.item_lines = [n.start_mark.line + 1 for n in node.value]
-                    return seq
-                return loader.construct_object(node)
 
-            return None if root is None else build(root)
-        finally:
-            loader.dispose()
-    except yaml.YAMLError as exc:
-        raise ParseError(f"{source} is not valid yaml: {_yaml_problem(exc)}") from None
-    except RecursionError:
-        raise _too_deep(source, None) from None
-    except (ValueError, OverflowError) as exc:  # a constructor's: int('9' * 5000), a date
-        reason = " ".join(str(exc).split())[:200]
-        raise ParseError(f"{source} holds a value that cannot be read ({reason}).") from None
+#: A mapping waiting for its next key (no key read yet).
+_NO_KEY = object()
 
 
 def _too_deep(source: str, line: int | None) -> ParseError:
