@@ -25,8 +25,9 @@ from .entities import Entity
 from .keys import NON_FINITE, json_number, keys_for
 from .errors import ParseError, ValidationError
 
-__all__ = ["FORMAT", "MAX_DEPTH", "to_document", "from_document", "dumps", "loads",
-           "import_plan", "QuotaFile", "read_quota_file", "format_of"]
+__all__ = ["FORMAT", "MAX_DEPTH", "MAX_CHARS", "YAML_MAX_CHARS", "to_document",
+           "from_document", "dumps", "loads", "import_plan", "QuotaFile", "read_quota_file",
+           "format_of", "yaml_max_chars"]
 
 FORMAT = "quota-console/1"
 #: The deepest nesting a quota file may have (it needs 4: document, entries, entry, quotas).
@@ -35,6 +36,16 @@ FORMAT = "quota-console/1"
 MAX_DEPTH = 64
 #: The most text a quota file may hold (what ``--import`` reads from disk, inputs.IMPORT_LIMIT).
 MAX_CHARS = 64 * 2**20
+#: The most text a YAML quota file may hold: what reads in a few seconds (measured: 100k
+#: entries, 13 MB, in 6 s with libyaml; PyYAML's pure-Python parser is 15 times slower).
+YAML_MAX_CHARS, YAML_MAX_CHARS_PURE = 16 * 2**20, 2 * 2**20
+
+
+def yaml_max_chars() -> int:
+    """:data:`YAML_MAX_CHARS`, or :data:`YAML_MAX_CHARS_PURE` where PyYAML has no libyaml."""
+    import yaml
+
+    return YAML_MAX_CHARS if getattr(yaml, "__with_libyaml__", False) else YAML_MAX_CHARS_PURE
 
 
 def _sorted(quotas: Mapping[Entity, Mapping[str, float]]) -> list[Entity]:
@@ -282,6 +293,14 @@ def read_quota_file(text: str, fmt: str = "json", source: str = "the document") 
     if fmt == "json":
         doc = _json_tree(text, source)
     elif fmt == "yaml":
+        cap = yaml_max_chars()
+        if len(text) > cap:
+            raise ParseError(
+                f"{source} is {len(text) / 2**20:.1f} MiB of YAML, over the {cap // 2**20} MiB "
+                f"a YAML quota file may be (a larger one takes more than a few seconds to "
+                f"read). Convert it to JSON, which may be up to {MAX_CHARS // 2**20} MiB: "
+                f"python3 -c 'import json, sys, yaml; json.dump(yaml.safe_load(sys.stdin), "
+                f"sys.stdout)' < FILE.yaml > FILE.json")
         doc = _yaml_tree(text, source)
     else:
         raise ParseError(f"Unknown import format {fmt!r}: use json or yaml.")
@@ -337,16 +356,20 @@ YAML_RETRY_CHARS = 2**20
 
 def _yaml_events_tree(loader: Any, source: str) -> Any:
     import yaml
-    from yaml import events
+    from yaml import events as ev
 
     merge_tag = "tag:yaml.org,2002:merge"
     str_tag = "tag:yaml.org,2002:str"
     constructors = type(loader).yaml_constructors
 
-    def scalar(event: Any) -> Any:
+    def scalar(event: Any, merge_is_a_key: bool = False) -> tuple[str, Any]:
         tag = event.tag
         if tag is None or tag == "!":
             tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+        if tag == merge_tag and merge_is_a_key:
+            raise ParseError(
+                f"{source}, line {event.start_mark.line + 1}: a merge key (<<) is not allowed: "
+                f"it can hide a duplicate entry or key. Write the mapping out in full.")
         if tag == str_tag:
             return tag, event.value
         node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
@@ -355,81 +378,98 @@ def _yaml_events_tree(loader: Any, source: str) -> Any:
         return tag, (construct(loader, node) if construct is not None
                      else loader.construct_object(node))
 
+    def refuse_anchor(event: Any) -> None:
+        line = event.start_mark.line + 1
+        if isinstance(event, ev.AliasEvent):
+            raise ParseError(
+                f"{source}, line {line}: the alias *{event.anchor} repeats another part of "
+                f"the file. A quota file may not use YAML anchors and aliases (&name, *name): "
+                f"they can hide a duplicate entry. Write each entry out in full.")
+        raise ParseError(
+            f"{source}, line {line}: the anchor &{event.anchor} is not allowed. A quota file "
+            f"may not use YAML anchors and aliases (&name, *name): they can hide a duplicate "
+            f"entry. Write each entry out in full.")
+
+    def not_a_word(line: int) -> ParseError:
+        return ParseError(f"{source}, line {line}: a key must be a plain word such as "
+                          f"producer_byte_rate.")
+
     root: Any = None
     stack: list[Any] = []  # the open collections, innermost last
-    pending: list[Any] = []  # for each open mapping: its key waiting for a value, or _NO_KEY
+    pending: list[Any] = []  # per open mapping: its key waiting for a value, or _NO_KEY
     documents = 0
+    # One branch per event class (the parser makes these exact classes): this loop runs
+    # once per event, 16 per entry of an export.
     try:
-        while loader.check_event():
+        while True:
             event = loader.get_event()
-            line = event.start_mark.line + 1
-            if isinstance(event, events.AliasEvent):
-                raise ParseError(
-                    f"{source}, line {line}: the alias *{event.anchor} repeats another part of "
-                    f"the file. A quota file may not use YAML anchors and aliases (&name, "
-                    f"*name): they can hide a duplicate entry. Write each entry out in full.")
-            if getattr(event, "anchor", None):
-                raise ParseError(
-                    f"{source}, line {line}: the anchor &{event.anchor} is not allowed. A quota "
-                    f"file may not use YAML anchors and aliases (&name, *name): they can hide a "
-                    f"duplicate entry. Write each entry out in full.")
-            if isinstance(event, events.DocumentStartEvent):
-                documents += 1
-                if documents > 1:
-                    raise ParseError(f"{source} is not valid yaml: line {line}: a second "
-                                     f"document (---); a quota file is one document.")
-                continue
-            if isinstance(event, events.CollectionStartEvent):
-                if len(stack) >= MAX_DEPTH:
-                    raise _too_deep(source, line)
-                if stack and isinstance(stack[-1], _Map) and pending[-1] is _NO_KEY:
-                    raise ParseError(f"{source}, line {line}: a key must be a plain word such "
-                                     f"as producer_byte_rate.")
-                if isinstance(event, events.MappingStartEvent):
-                    value: Any = _Map()
-                    value.line, value.key_lines = line, {}
-                    pending.append(_NO_KEY)
-                else:
-                    value = _Seq()
-                    value.line, value.item_lines = line, []
-                stack.append(value)
-                continue
-            if isinstance(event, events.CollectionEndEvent):
-                value = stack.pop()
-                if isinstance(value, _Map):
-                    pending.pop()
-            elif isinstance(event, events.ScalarEvent):
-                if stack and isinstance(stack[-1], _Map) and pending[-1] is _NO_KEY:
-                    tag, key = scalar(event)
-                    if tag == merge_tag:
-                        raise ParseError(
-                            f"{source}, line {line}: a merge key (<<) is not allowed: it can "
-                            f"hide a duplicate entry or key. Write the mapping out in full.")
+            kind = type(event)
+            if kind is ev.ScalarEvent:
+                if event.anchor:
+                    refuse_anchor(event)
+                if stack and pending and stack[-1] is pending[-1][0] \
+                        and pending[-1][1] is _NO_KEY:
+                    line = event.start_mark.line + 1
+                    key = scalar(event, merge_is_a_key=True)[1]
                     mapping = stack[-1]
                     try:
                         if key in mapping:
                             raise _dup_key(source, line, key, mapping.key_lines[key],
                                            "mapping")
-                    except TypeError:  # an unhashable key (a !!binary, a set...)
-                        raise ParseError(f"{source}, line {line}: a key must be a plain word "
-                                         f"such as producer_byte_rate.") from None
+                    except TypeError:  # an unhashable key (a !!set, ...)
+                        raise not_a_word(line) from None
                     mapping.key_lines[key] = line
-                    pending[-1] = key
+                    pending[-1][1] = key
                     continue
                 value = scalar(event)[1]
-            else:  # stream and document start and end
+                line = event.start_mark.line + 1
+            elif kind is ev.MappingStartEvent or kind is ev.SequenceStartEvent:
+                line = event.start_mark.line + 1
+                if event.anchor:
+                    refuse_anchor(event)
+                if len(stack) >= MAX_DEPTH:
+                    raise _too_deep(source, line)
+                if stack and pending and stack[-1] is pending[-1][0] \
+                        and pending[-1][1] is _NO_KEY:
+                    raise not_a_word(line)
+                if kind is ev.MappingStartEvent:
+                    value = _Map()
+                    value.line, value.key_lines = line, {}
+                    pending.append([value, _NO_KEY])
+                else:
+                    value = _Seq()
+                    value.line, value.item_lines = line, []
+                stack.append(value)
+                continue
+            elif kind is ev.MappingEndEvent:
+                value = stack.pop()
+                pending.pop()
+                line = value.line
+            elif kind is ev.SequenceEndEvent:
+                value = stack.pop()
+                line = value.line
+            elif kind is ev.AliasEvent:
+                refuse_anchor(event)
+            elif kind is ev.DocumentStartEvent:
+                documents += 1
+                if documents > 1:
+                    raise ParseError(f"{source} is not valid yaml: line "
+                                     f"{event.start_mark.line + 1}: a second document (---); "
+                                     f"a quota file is one document.")
+                continue
+            elif kind is ev.StreamEndEvent or event is None:
+                return root
+            else:  # the stream's start, a document's end
                 continue
             # A finished value: the root, an item of a sequence, or a mapping's value.
             if not stack:
                 root = value
-            elif isinstance(stack[-1], _Map):
-                stack[-1][pending[-1]] = value
-                pending[-1] = _NO_KEY
+            elif pending and stack[-1] is pending[-1][0]:
+                stack[-1][pending[-1][1]] = value
+                pending[-1][1] = _NO_KEY
             else:
                 stack[-1].append(value)
-                stack[-1].item_lines.append(line if not isinstance(value, (_Map, _Seq))
-                                            else value.line)
-        return root
+                stack[-1].item_lines.append(line)
     finally:
         loader.dispose()
 
