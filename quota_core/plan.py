@@ -352,11 +352,15 @@ _FIELD_RULES: dict[str, tuple[Any, str]] = {
     "object": (lambda v: isinstance(v, dict), "an object"),
     "list": (lambda v: isinstance(v, list), "a list"),
     "hash": (lambda v: isinstance(v, str) and _HASH.fullmatch(v) is not None,
-             "sha256: and 64 hex digits"),
+             "a hash (sha256: and 64 hex digits)"),
     "count": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
               "a whole number, 0 or more"),
     "name": (lambda v: v is None or isinstance(v, str), "a string or null"),
-    "action": (lambda v: v in ("add", "change", "remove"), "add, change or remove"),
+    "action": (lambda v: isinstance(v, str) and v in ("add", "change", "remove"),
+               "add, change or remove"),
+    "value": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+              or (isinstance(v, str) and v in NON_FINITE),
+              "a number, \"NaN\", \"Infinity\" or null (remove the key)"),
 }
 _TOP_FIELDS: tuple[tuple[str, bool, str], ...] = (
     ("format", True, "string"), ("created", True, "time"), ("source", True, "string"),
@@ -366,6 +370,7 @@ _TOP_FIELDS: tuple[tuple[str, bool, str], ...] = (
 _BASE_FIELDS = (("hash", True, "hash"), ("entries", True, "list"))
 _CHANGE_FIELDS = (("entity", True, "object"), ("action", True, "action"),
                   ("ops", True, "list"), ("keys", True, "list"))
+_OP_FIELDS = (("key", True, "string"), ("value", True, "value"))
 
 
 def _not_numbers(doc: Any) -> tuple[str, _NotANumber] | None:
@@ -416,12 +421,16 @@ def check_plan_fields(doc: Any, source: str = "the plan") -> None:
     fields(doc["base"], _BASE_FIELDS, "base.")
     for name, value in doc["cluster"].items():
         fields({name: value}, ((name, True, "name"),), "cluster.")
-    for name, value in doc["summary"].items():
-        fields({name: value}, ((name, True, "count"),), "summary.")
+    fields(doc["summary"], tuple((name, True, "count") for name in
+                                 ("add", "change", "remove", "unmanaged")), "summary.")
     for i, change in enumerate(doc["changes"]):
         if not isinstance(change, dict):
             refuse(f"changes[{i}]", "not an object")
         fields(change, _CHANGE_FIELDS, f"changes[{i}].")
+        for j, op in enumerate(change["ops"]):
+            if not isinstance(op, dict):
+                refuse(f"changes[{i}].ops[{j}]", "not an object")
+            fields(op, _OP_FIELDS, f"changes[{i}].ops[{j}].")
     for i, entry in enumerate(doc["unmanaged"]):
         if not isinstance(entry, dict):
             refuse(f"unmanaged[{i}]", "not an object")
@@ -443,7 +452,11 @@ def read_plan(doc: Any, source: str = "the plan") -> Plan:
         stated = base_doc["hash"]
         changes: list[EntityChange] = []
         for i, raw in enumerate(changes_doc, start=1):
-            entity = Entity.from_mapping(raw["entity"])
+            try:
+                entity = Entity.from_mapping(raw["entity"])
+            except ValidationError as exc:
+                raise ParseError(f"{source}: field changes[{i - 1}].entity: {exc} "
+                                 f"{remake}") from None
             ops = tuple(_op(o, f"{source}, change {i}") for o in raw["ops"])
             for problem in entry_problems(entity, {op.key: op.value for op in ops
                                                    if op.value is not None})[:1]:
