@@ -4,11 +4,15 @@ The document is ``{"format": "quota-console/1", "entries": [{"entity": {type: na
 "quotas": {key: value}}]}``: raw names, ``null`` for the default, so every name round-trips.
 
 :func:`loads` reads an export leniently (as ``--import`` always has). :func:`read_quota_file`
-is the strict reader for files people edit (``plan``, ``--import``): it keeps the line of
+is the strict reader for files people edit, and the one reader of every command that takes
+a quota file (``lint FILE``, ``plan``, ``--import``, ``analyze --quotas``, the Plan page;
+:func:`quota_core.backends.files.read_quota_path` reads the file): it keeps the line of
 every entry and key, and refuses, with the line number, what a lenient reader would let
 through silently: a key twice in one mapping (the last would win), YAML anchors, aliases and
 merge keys (which can hide a duplicate), unknown fields and quota keys (with a suggestion),
-and values that are not numbers.
+values that are not numbers, and every value or entity no quota may have
+(:func:`quota_core.validation.entry_problems`: NaN, infinity, 0 or less, an ip entity that is
+not an address), so every reader refuses the same files with the same message.
 """
 from __future__ import annotations
 
@@ -242,9 +246,8 @@ def _yaml_dump(doc: Any) -> str:
 
 
 def loads(text: str, fmt: str = "json", source: str = "the document") -> QuotaSet:
-    """A quota set from a JSON or YAML export: :func:`read_quota_file`'s strict reading (a
-    duplicate entity or key, or an anchor hiding one, is refused with its line), which
-    ``--import``, ``plan``, ``analyze --quotas`` and the Plan page all share."""
+    """A quota set from a JSON or YAML quota file: :func:`read_quota_file`'s strict reading
+    and checks, without the lines."""
     return read_quota_file(text, fmt, source).quotas
 
 
