@@ -196,7 +196,7 @@ def test_yaml_is_read_in_one_pass_as_fast_as_json(tmp_path):
     took = {}
     for fmt in ("json", "yaml"):
         text = dumps(quotas, fmt)
-        started = time.monotonic()
+        started = time.process_time()  # CPU time: the other jobs on the machine do not count
         assert read_quota_file(text, fmt, f"q.{fmt}").quotas == quotas
-        took[fmt] = time.monotonic() - started
-    assert took["yaml"] < 3 * took["json"] + 0.2, took
+        took[fmt] = time.process_time() - started
+    assert took["yaml"] < 3 * took["json"] + 0.1, took
