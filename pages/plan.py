@@ -11,7 +11,7 @@ import streamlit as st
 
 from quota_core.errors import ConcurrentChange, OutcomeUnknown, QuotaError
 from quota_core.plan import change_kind, check_plan_cluster, make_plan, plan_impact, since_plan
-from quota_core.serialization import format_of, read_quota_file
+from quota_core.backends.files import read_quota_upload
 from quota_core.units import format_quota
 from quota_core.wording import clients_moved, plural, verb
 from quota_core.changes.workflow import apply_changes
@@ -62,8 +62,7 @@ if st.button("Plan", key="pl_plan_btn", icon=":material/difference:"):
     ss.pop("pl_result", None)
     ss.pop("pl_conflict", None)
     try:
-        text = raw.decode("utf-8")
-        desired = read_quota_file(text, format_of(source, text), source=source)
+        desired = read_quota_upload(raw, source)  # as lint, plan and --import read a file
         current = backend.describe()
         plan = make_plan(current, desired, prune=bool(ss.get("pl_prune")))
         live, _ = feed(secrets_dict())
@@ -71,9 +70,6 @@ if st.button("Plan", key="pl_plan_btn", icon=":material/difference:"):
         series = list(frame.series) if frame is not None else None
         ss["pl_plan"] = (key, plan, plan_impact(plan, series, ctx.snapshot.known_clients()))
         ss["pl_cluster"] = backend.identity()
-    except UnicodeDecodeError:
-        st.error(md(f"{source} is not UTF-8 text: give a JSON or YAML export."))
-        ss.pop("pl_plan", None)
     except QuotaError as exc:
         for line in str(exc).splitlines():
             st.error(md(line), icon="✏️")

@@ -117,13 +117,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def _load_set(path: str):
-    """A quota file, bounded and strict (quota_core.backends.files / serialization: size, nesting,
-    one-line errors); a :class:`ParseError` (exit 2) when it is unreadable or malformed."""
-    from quota_core.backends.files import IMPORT_LIMIT, read_text_file
-    from quota_core.serialization import format_of, loads
+    """A quota file, read and checked as every command reads one (read_quota_path: bounds,
+    the strict reader, the values' checks); a one-line :class:`ParseError` (exit 2) when it
+    is unreadable, malformed or holds what may not be applied. Called before Spark starts."""
+    from quota_core.backends.files import read_quota_path
 
-    text = read_text_file(path, "quota file", IMPORT_LIMIT, fix="Give a JSON or YAML export.")
-    return loads(text, format_of(path, text), source=path)
+    return read_quota_path(path).quotas
 
 
 def _kafka_client(args: argparse.Namespace) -> dict[str, str] | None:

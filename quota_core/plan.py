@@ -24,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
@@ -35,12 +37,12 @@ from .impact import (ANY_OTHER, ClientChange, KeyChange, client_impact, clients_
                      entity_diff, ip_impact)
 from .keys import NON_FINITE, json_number, same_value
 from .serialization import QuotaFile, from_document, to_document
-from .validation import alteration_problems
+from .validation import alteration_problems, entry_problems
 
 __all__ = ["PLAN_FORMAT", "EntityChange", "Plan", "PlanImpact", "quota_set_hash", "make_plan",
            "plan_impact", "plan_document", "read_plan", "set_diff", "change_kind", "plan_key",
            "canonical_plan", "sign_plan", "verify_plan", "check_plan_cluster", "SincePlan",
-           "since_plan"]
+           "since_plan", "load_plan", "check_plan_fields"]
 
 PLAN_FORMAT = "quota-console-plan/1"
 QuotaSet = Mapping[Entity, Mapping[str, float]]
@@ -291,20 +293,174 @@ def _op(raw: Any, where: str) -> Op:
     return Op.set(raw["key"], value)
 
 
+def _remake(source: str) -> str:
+    return f"Make a new plan with `kafka-client-quotas plan FILE ... --out {source}`."
+
+
+class _NotANumber:
+    """A JSON value no plan holds where a number may be: a bare ``NaN`` or ``Infinity`` (a
+    plan writes them as strings), a number beyond a double's range, or an integer of
+    thousands of digits. Kept as its text, so the field is named, not a crash later."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _plan_float(text: str) -> Any:
+    number = float(text)
+    return number if math.isfinite(number) else _NotANumber(text)
+
+
+def _plan_int(text: str) -> Any:
+    digits = len(text.lstrip("-"))
+    return int(text) if digits <= 1000 else _NotANumber(f"an integer of {digits} digits")
+
+
+def load_plan(text: str, source: str = "the plan") -> Any:
+    """The JSON document in a plan file's ``text``; a one-line :class:`ParseError` when it is
+    not JSON. ``NaN``, infinities and out-of-range numbers are kept as markers that
+    :func:`read_plan` refuses naming their field."""
+    try:
+        return json.loads(text, parse_constant=_NotANumber, parse_float=_plan_float,
+                          parse_int=_plan_int)
+    except (ValueError, RecursionError) as exc:  # RecursionError: [[[[... (issue 16)
+        reason = " ".join(str(exc).split()) if isinstance(exc, ValueError) else \
+            "nested too deep"
+        raise ParseError(f"{source} is not a plan file (not JSON: {reason}). "
+                         f"{_remake(source)}") from None
+
+
+_HASH = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def _is_time(value: Any) -> bool:
+    if not isinstance(value, str) or len(value) > 40:
+        return False
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+#: A plan document's fields (as :func:`plan_document` writes them): name, required, the
+#: test of a value and what it must be. One table for :func:`check_plan_fields`.
+_FIELD_RULES: dict[str, tuple[Any, str]] = {
+    "string": (lambda v: isinstance(v, str), "a string"),
+    "time": (_is_time, "a time such as 2026-01-31T12:00:00Z"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "object": (lambda v: isinstance(v, dict), "an object"),
+    "list": (lambda v: isinstance(v, list), "a list"),
+    "hash": (lambda v: isinstance(v, str) and _HASH.fullmatch(v) is not None,
+             "a hash (sha256: and 64 hex digits)"),
+    "count": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+              "a whole number, 0 or more"),
+    "name": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "action": (lambda v: isinstance(v, str) and v in ("add", "change", "remove"),
+               "add, change or remove"),
+    "value": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+              or (isinstance(v, str) and v in NON_FINITE),
+              "a number, \"NaN\", \"Infinity\" or null (remove the key)"),
+}
+_TOP_FIELDS: tuple[tuple[str, bool, str], ...] = (
+    ("format", True, "string"), ("created", True, "time"), ("source", True, "string"),
+    ("prune", True, "bool"), ("cluster", True, "object"), ("summary", True, "object"),
+    ("base", True, "object"), ("after_hash", True, "hash"), ("changes", True, "list"),
+    ("unmanaged", True, "list"), ("impact", False, "object"), ("signature", False, "string"))
+_BASE_FIELDS = (("hash", True, "hash"), ("entries", True, "list"))
+_CHANGE_FIELDS = (("entity", True, "object"), ("action", True, "action"),
+                  ("ops", True, "list"), ("keys", True, "list"))
+_OP_FIELDS = (("key", True, "string"), ("value", True, "value"))
+
+
+def _not_numbers(doc: Any) -> tuple[str, _NotANumber] | None:
+    """The first (path, marker) of a value :func:`load_plan` could not take as a number
+    (iterative: JSON nests as deep as its parser allows)."""
+    todo: list[tuple[str, Any]] = [("", doc)]
+    while todo:
+        path, value = todo.pop()
+        if isinstance(value, _NotANumber):
+            return path, value
+        if isinstance(value, dict):
+            todo += reversed([(f"{path}.{k}" if path else str(k), v) for k, v in value.items()])
+        elif isinstance(value, list):
+            todo += reversed([(f"{path}[{i}]", v) for i, v in enumerate(value)])
+    return None
+
+
+def check_plan_fields(doc: Any, source: str = "the plan") -> None:
+    """Refuse (one-line :class:`ParseError`, naming the field as a path such as
+    ``changes[0].ops[0].value``) a plan document with a field missing, of the wrong type, or
+    holding a value that is not a JSON number (NaN, infinity, beyond a double). Unknown
+    fields are let through (their numbers are still checked: the signature covers them)."""
+    def refuse(path: str, problem: str) -> None:
+        raise ParseError(f"{source}: field {path}: {problem}. {_remake(source)}")
+
+    def fields(obj: dict, rules: tuple[tuple[str, bool, str], ...], prefix: str) -> None:
+        for name, required, rule in rules:
+            path = f"{prefix}{name}"
+            if name not in obj:
+                if required:
+                    raise ParseError(f"{source} is not a complete plan file: field {path} is "
+                                     f"missing. {_remake(source)}")
+                continue
+            test, what = _FIELD_RULES[rule]
+            if not test(obj[name]):
+                shown = json.dumps(obj[name], ensure_ascii=False, default=lambda v: "?")
+                shown = shown if len(shown) <= 40 else shown[:30] + f"… ({len(shown):,} characters)"
+                refuse(path, f"{shown} is not {what}")
+
+    found = _not_numbers(doc)
+    if found:
+        path, marker = found
+        refuse(path, f"{marker.text} is not a number a plan holds (JSON has no NaN or "
+                     f"infinity; a plan writes them as \"NaN\", \"Infinity\")")
+    fields(doc, _TOP_FIELDS, "")
+    if doc["format"] != PLAN_FORMAT:
+        refuse("format", f"{doc['format'][:40]!r} is not {PLAN_FORMAT}")
+    fields(doc["base"], _BASE_FIELDS, "base.")
+    for name, value in doc["cluster"].items():
+        fields({name: value}, ((name, True, "name"),), "cluster.")
+    fields(doc["summary"], tuple((name, True, "count") for name in
+                                 ("add", "change", "remove", "unmanaged")), "summary.")
+    for i, change in enumerate(doc["changes"]):
+        if not isinstance(change, dict):
+            refuse(f"changes[{i}]", "not an object")
+        fields(change, _CHANGE_FIELDS, f"changes[{i}].")
+        for j, op in enumerate(change["ops"]):
+            if not isinstance(op, dict):
+                refuse(f"changes[{i}].ops[{j}]", "not an object")
+            fields(op, _OP_FIELDS, f"changes[{i}].ops[{j}].")
+    for i, entry in enumerate(doc["unmanaged"]):
+        if not isinstance(entry, dict):
+            refuse(f"unmanaged[{i}]", "not an object")
+
+
 def read_plan(doc: Any, source: str = "the plan") -> Plan:
     """The :class:`Plan` in a plan document. Refuses (ParseError) a document that is not a
-    plan, or whose base set, hash and changes do not agree (edited or damaged)."""
-    remake = (f"Make a new plan with `kafka-client-quotas plan FILE ... --out {source}`.")
+    plan, with a malformed field (:func:`check_plan_fields`), a change that sets a value
+    no quota file may hold (the checks of every quota file's reader,
+    :func:`~quota_core.validation.entry_problems`), or whose base set, hash and changes do not
+    agree (edited or damaged)."""
+    remake = _remake(source)
     if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
         raise ParseError(f"{source} is not a plan file (format {PLAN_FORMAT}): {remake}")
+    check_plan_fields(doc, source)
     try:
         base_doc, changes_doc = doc["base"], doc["changes"]
         base = from_document({"entries": base_doc["entries"]}, f"{source}, base")
         stated = base_doc["hash"]
         changes: list[EntityChange] = []
         for i, raw in enumerate(changes_doc, start=1):
-            entity = Entity.from_mapping(raw["entity"])
+            try:
+                entity = Entity.from_mapping(raw["entity"])
+            except ValidationError as exc:
+                raise ParseError(f"{source}: field changes[{i - 1}].entity: {exc} "
+                                 f"{remake}") from None
             ops = tuple(_op(o, f"{source}, change {i}") for o in raw["ops"])
+            for problem in entry_problems(entity, {op.key: op.value for op in ops
+                                                   if op.value is not None})[:1]:
+                raise ParseError(f"{source}, change {i}: {problem.message} {remake}")
             before = base.get(entity, {})
             after = apply_ops(before, ops)
             change = _entity_change(entity, before, after)

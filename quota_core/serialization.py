@@ -4,11 +4,15 @@ The document is ``{"format": "quota-console/1", "entries": [{"entity": {type: na
 "quotas": {key: value}}]}``: raw names, ``null`` for the default, so every name round-trips.
 
 :func:`loads` reads an export leniently (as ``--import`` always has). :func:`read_quota_file`
-is the strict reader for files people edit (``plan``, ``--import``): it keeps the line of
+is the strict reader for files people edit, and the one reader of every command that takes
+a quota file (``lint FILE``, ``plan``, ``--import``, ``analyze --quotas``, the Plan page;
+:func:`quota_core.backends.files.read_quota_path` reads the file): it keeps the line of
 every entry and key, and refuses, with the line number, what a lenient reader would let
 through silently: a key twice in one mapping (the last would win), YAML anchors, aliases and
 merge keys (which can hide a duplicate), unknown fields and quota keys (with a suggestion),
-and values that are not numbers.
+values that are not numbers, and every value or entity no quota may have
+(:func:`quota_core.validation.entry_problems`: NaN, infinity, 0 or less, an ip entity that is
+not an address), so every reader refuses the same files with the same message.
 """
 from __future__ import annotations
 
@@ -25,8 +29,9 @@ from .entities import Entity
 from .keys import NON_FINITE, json_number, keys_for
 from .errors import ParseError, ValidationError
 
-__all__ = ["FORMAT", "MAX_DEPTH", "to_document", "from_document", "dumps", "loads",
-           "import_plan", "QuotaFile", "read_quota_file", "format_of"]
+__all__ = ["FORMAT", "MAX_DEPTH", "MAX_CHARS", "YAML_MAX_CHARS", "to_document",
+           "from_document", "dumps", "loads", "import_plan", "QuotaFile", "read_quota_file",
+           "format_of", "yaml_max_chars"]
 
 FORMAT = "quota-console/1"
 #: The deepest nesting a quota file may have (it needs 4: document, entries, entry, quotas).
@@ -35,6 +40,16 @@ FORMAT = "quota-console/1"
 MAX_DEPTH = 64
 #: The most text a quota file may hold (what ``--import`` reads from disk, inputs.IMPORT_LIMIT).
 MAX_CHARS = 64 * 2**20
+#: The most text a YAML quota file may hold: what reads in a few seconds (measured: 100k
+#: entries, 13 MB, in 6 s with libyaml; PyYAML's pure-Python parser is 15 times slower).
+YAML_MAX_CHARS, YAML_MAX_CHARS_PURE = 16 * 2**20, 2 * 2**20
+
+
+def yaml_max_chars() -> int:
+    """:data:`YAML_MAX_CHARS`, or :data:`YAML_MAX_CHARS_PURE` where PyYAML has no libyaml."""
+    import yaml
+
+    return YAML_MAX_CHARS if getattr(yaml, "__with_libyaml__", False) else YAML_MAX_CHARS_PURE
 
 
 def _sorted(quotas: Mapping[Entity, Mapping[str, float]]) -> list[Entity]:
@@ -98,7 +113,7 @@ def _unknown_field(name: Any, allowed: tuple[str, ...]) -> str:
 
 
 def _entries(doc: Any, source: str, strict: bool) -> QuotaFile:
-    from .validation import unknown_key_message
+    from .validation import entry_problems, unknown_key_message
 
     def at(obj: Any, key: Any = None) -> int | None:
         if key is not None:
@@ -165,6 +180,11 @@ def _entries(doc: Any, source: str, strict: bool) -> QuotaFile:
             quotas[str(key)] = _number(value, str(key), where(kline))
             if kline is not None:
                 key_lines[(entity, str(key))] = kline
+        if strict:
+            for problem in entry_problems(entity, quotas)[:1]:
+                at_line = key_lines.get((entity, problem.key)) if problem.key else \
+                    at(entry, "entity")
+                raise ParseError(f"{where(at_line)}: {problem.message}")
         out[entity] = quotas
         if line is not None:
             entity_lines[entity] = line
@@ -226,9 +246,8 @@ def _yaml_dump(doc: Any) -> str:
 
 
 def loads(text: str, fmt: str = "json", source: str = "the document") -> QuotaSet:
-    """A quota set from a JSON or YAML export: :func:`read_quota_file`'s strict reading (a
-    duplicate entity or key, or an anchor hiding one, is refused with its line), which
-    ``--import``, ``plan``, ``analyze --quotas`` and the Plan page all share."""
+    """A quota set from a JSON or YAML quota file: :func:`read_quota_file`'s strict reading
+    and checks, without the lines."""
     return read_quota_file(text, fmt, source).quotas
 
 
@@ -277,6 +296,14 @@ def read_quota_file(text: str, fmt: str = "json", source: str = "the document") 
     if fmt == "json":
         doc = _json_tree(text, source)
     elif fmt == "yaml":
+        cap = yaml_max_chars()
+        if len(text) > cap:
+            raise ParseError(
+                f"{source} is {len(text) / 2**20:.1f} MiB of YAML, over the {cap // 2**20} MiB "
+                f"a YAML quota file may be (a larger one takes more than a few seconds to "
+                f"read). Convert it to JSON, which may be up to {MAX_CHARS // 2**20} MiB: "
+                f"python3 -c 'import json, sys, yaml; json.dump(yaml.safe_load(sys.stdin), "
+                f"sys.stdout)' < FILE.yaml > FILE.json")
         doc = _yaml_tree(text, source)
     else:
         raise ParseError(f"Unknown import format {fmt!r}: use json or yaml.")
@@ -289,72 +316,169 @@ def _dup_key(source: str, line: int | None, key: Any, first: int | None, what: s
                       f"merge the other.")
 
 
-def _yaml_tree(text: str, source: str) -> Any:
+def _yaml_loader(text: str, fast: bool = True) -> Any:
+    """A safe YAML loader over ``text``: libyaml's (``CSafeLoader``) when PyYAML has it and
+    ``fast``, else the pure-Python one (10 times slower, its error messages more precise)."""
     import yaml
-    from yaml import events, nodes
 
-    merge_tag = "tag:yaml.org,2002:merge"
+    if fast and getattr(yaml, "__with_libyaml__", False):
+        return yaml.CSafeLoader(text)
+    return yaml.SafeLoader(text)
+
+
+def _yaml_tree(text: str, source: str) -> Any:
+    """YAML in one pass over the parser's events, building the tree with the line of every
+    key and item: no node graph (which held ~130 bytes of marks per scalar and took 90 s and
+    900 MB for 100k entries), each scalar typed by PyYAML's own resolver and constructors.
+    Anchors, aliases, merge keys, duplicate keys and nesting deeper than :data:`MAX_DEPTH`
+    are refused as they come."""
+    import yaml
+
     try:
-        depth = 0
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            line = event.start_mark.line + 1
-            if isinstance(event, events.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise _too_deep(source, line)
-            elif isinstance(event, events.CollectionEndEvent):
-                depth -= 1
-            if isinstance(event, events.AliasEvent):
-                raise ParseError(
-                    f"{source}, line {line}: the alias *{event.anchor} repeats another part of "
-                    f"the file. A quota file may not use YAML anchors and aliases (&name, "
-                    f"*name): they can hide a duplicate entry. Write each entry out in full.")
-            if getattr(event, "anchor", None):
-                raise ParseError(
-                    f"{source}, line {line}: the anchor &{event.anchor} is not allowed. A quota "
-                    f"file may not use YAML anchors and aliases (&name, *name): they can hide a "
-                    f"duplicate entry. Write each entry out in full.")
-        loader = yaml.SafeLoader(text)
-        try:
-            root = loader.get_single_node()
-
-            def build(node: Any) -> Any:
-                if isinstance(node, nodes.MappingNode):
-                    out = _Map()
-                    out.line, out.key_lines = node.start_mark.line + 1, {}
-                    for key_node, value_node in node.value:
-                        kline = key_node.start_mark.line + 1
-                        if key_node.tag == merge_tag:
-                            raise ParseError(
-                                f"{source}, line {kline}: a merge key (<<) is not allowed: it "
-                                f"can hide a duplicate entry or key. Write the mapping out in "
-                                f"full.")
-                        if not isinstance(key_node, nodes.ScalarNode):
-                            raise ParseError(f"{source}, line {kline}: a key must be a plain "
-                                             f"word such as producer_byte_rate.")
-                        key = loader.construct_object(key_node)
-                        if key in out:
-                            raise _dup_key(source, kline, key, out.key_lines[key], "mapping")
-                        out[key] = build(value_node)
-                        out.key_lines[key] = kline
-                    return out
-                if isinstance(node, nodes.SequenceNode):
-                    seq = _Seq(build(n) for n in node.value)
-                    seq.line = node.start_mark.line + 1
-                    seq.item_lines = [n.start_mark.line + 1 for n in node.value]
-                    return seq
-                return loader.construct_object(node)
-
-            return None if root is None else build(root)
-        finally:
-            loader.dispose()
+        return _yaml_events_tree(_yaml_loader(text), source)
     except yaml.YAMLError as exc:
+        if len(text) <= YAML_RETRY_CHARS and getattr(yaml, "__with_libyaml__", False):
+            try:  # the pure-Python parser names the character at fault; libyaml does not
+                _yaml_events_tree(_yaml_loader(text, fast=False), source)
+            except yaml.YAMLError as slow:
+                exc = slow
+            except (ParseError, ValueError, OverflowError, RecursionError):
+                pass
         raise ParseError(f"{source} is not valid yaml: {_yaml_problem(exc)}") from None
     except RecursionError:
         raise _too_deep(source, None) from None
     except (ValueError, OverflowError) as exc:  # a constructor's: int('9' * 5000), a date
         reason = " ".join(str(exc).split())[:200]
         raise ParseError(f"{source} holds a value that cannot be read ({reason}).") from None
+
+
+#: A broken YAML file up to this size is parsed again by the pure-Python parser, whose error
+#: names the character at fault (a fraction of a second); a larger one keeps libyaml's.
+YAML_RETRY_CHARS = 2**20
+
+
+def _yaml_events_tree(loader: Any, source: str) -> Any:
+    import yaml
+    from yaml import events as ev
+
+    merge_tag = "tag:yaml.org,2002:merge"
+    str_tag = "tag:yaml.org,2002:str"
+    constructors = type(loader).yaml_constructors
+
+    def scalar(event: Any, merge_is_a_key: bool = False) -> tuple[str, Any]:
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+        if tag == merge_tag and merge_is_a_key:
+            raise ParseError(
+                f"{source}, line {event.start_mark.line + 1}: a merge key (<<) is not allowed: "
+                f"it can hide a duplicate entry or key. Write the mapping out in full.")
+        if tag == str_tag:
+            return tag, event.value
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+        construct = constructors.get(tag)
+        # An unknown tag (!!python/name, !custom): the loader's own refusal (ConstructorError).
+        return tag, (construct(loader, node) if construct is not None
+                     else loader.construct_object(node))
+
+    def refuse_anchor(event: Any) -> None:
+        line = event.start_mark.line + 1
+        if isinstance(event, ev.AliasEvent):
+            raise ParseError(
+                f"{source}, line {line}: the alias *{event.anchor} repeats another part of "
+                f"the file. A quota file may not use YAML anchors and aliases (&name, *name): "
+                f"they can hide a duplicate entry. Write each entry out in full.")
+        raise ParseError(
+            f"{source}, line {line}: the anchor &{event.anchor} is not allowed. A quota file "
+            f"may not use YAML anchors and aliases (&name, *name): they can hide a duplicate "
+            f"entry. Write each entry out in full.")
+
+    def not_a_word(line: int) -> ParseError:
+        return ParseError(f"{source}, line {line}: a key must be a plain word such as "
+                          f"producer_byte_rate.")
+
+    root: Any = None
+    stack: list[Any] = []  # the open collections, innermost last
+    pending: list[Any] = []  # per open mapping: its key waiting for a value, or _NO_KEY
+    documents = 0
+    # One branch per event class (the parser makes these exact classes): this loop runs
+    # once per event, 16 per entry of an export.
+    try:
+        while True:
+            event = loader.get_event()
+            kind = type(event)
+            if kind is ev.ScalarEvent:
+                if event.anchor:
+                    refuse_anchor(event)
+                if stack and pending and stack[-1] is pending[-1][0] \
+                        and pending[-1][1] is _NO_KEY:
+                    line = event.start_mark.line + 1
+                    key = scalar(event, merge_is_a_key=True)[1]
+                    mapping = stack[-1]
+                    try:
+                        if key in mapping:
+                            raise _dup_key(source, line, key, mapping.key_lines[key],
+                                           "mapping")
+                    except TypeError:  # an unhashable key (a !!set, ...)
+                        raise not_a_word(line) from None
+                    mapping.key_lines[key] = line
+                    pending[-1][1] = key
+                    continue
+                value = scalar(event)[1]
+                line = event.start_mark.line + 1
+            elif kind is ev.MappingStartEvent or kind is ev.SequenceStartEvent:
+                line = event.start_mark.line + 1
+                if event.anchor:
+                    refuse_anchor(event)
+                if len(stack) >= MAX_DEPTH:
+                    raise _too_deep(source, line)
+                if stack and pending and stack[-1] is pending[-1][0] \
+                        and pending[-1][1] is _NO_KEY:
+                    raise not_a_word(line)
+                if kind is ev.MappingStartEvent:
+                    value = _Map()
+                    value.line, value.key_lines = line, {}
+                    pending.append([value, _NO_KEY])
+                else:
+                    value = _Seq()
+                    value.line, value.item_lines = line, []
+                stack.append(value)
+                continue
+            elif kind is ev.MappingEndEvent:
+                value = stack.pop()
+                pending.pop()
+                line = value.line
+            elif kind is ev.SequenceEndEvent:
+                value = stack.pop()
+                line = value.line
+            elif kind is ev.AliasEvent:
+                refuse_anchor(event)
+            elif kind is ev.DocumentStartEvent:
+                documents += 1
+                if documents > 1:
+                    raise ParseError(f"{source} is not valid yaml: line "
+                                     f"{event.start_mark.line + 1}: a second document (---); "
+                                     f"a quota file is one document.")
+                continue
+            elif kind is ev.StreamEndEvent or event is None:
+                return root
+            else:  # the stream's start, a document's end
+                continue
+            # A finished value: the root, an item of a sequence, or a mapping's value.
+            if not stack:
+                root = value
+            elif pending and stack[-1] is pending[-1][0]:
+                stack[-1][pending[-1][1]] = value
+                pending[-1][1] = _NO_KEY
+            else:
+                stack[-1].append(value)
+                stack[-1].item_lines.append(line)
+    finally:
+        loader.dispose()
+
+
+#: A mapping waiting for its next key (no key read yet).
+_NO_KEY = object()
 
 
 def _too_deep(source: str, line: int | None) -> ParseError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from .alterations import Alteration
 from .entities import IP, Entity
@@ -30,6 +30,7 @@ __all__ = [
     "too_large_message",
     "client_name_problems",
     "unknown_key_message",
+    "entry_problems",
 ]
 
 
@@ -113,17 +114,20 @@ def too_large_message(key: str, text: str) -> str:
     return f"{key}={shown}: that number is too large {limit}. Give a smaller value."
 
 
-def _value_problem(entity: Entity, key: str, value: float) -> str | None:
+def _value_problem(entity: Entity, key: str, value: float,
+                   unlimited: str | None = None) -> str | None:
+    """What is wrong with ``value`` for ``key``; ``unlimited`` says how to make the key
+    unlimited where the value was given (default: the ``--delete`` flag)."""
     spec = QUOTA_KEYS[key]
     where = f"{key} for {entity.display()}"
+    unlimited = unlimited or f"delete the key (--delete {key})"
     if math.isnan(value):
         return f"{where}: NaN is not a quota. Give a number greater than 0."
     if math.isinf(value):
-        return (f"{where}: infinity is not a quota. To make it unlimited, delete the key "
-                f"(--delete {key}).")
+        return f"{where}: infinity is not a quota. To make it unlimited, {unlimited}."
     if value <= 0:
         return (f"{where}: {value:g} is not allowed; a quota must be greater than 0. To make it "
-                f"unlimited, delete the key (--delete {key}).")
+                f"unlimited, {unlimited}.")
     if spec.integral and abs(value % 1.0) > 1e-6:
         return (f"{where}: {value!r} has a fraction, but {key} is a whole number "
                 f"({spec.unit}). Round it to {max(1, math.floor(value + 0.5))}.")
@@ -134,10 +138,9 @@ def _value_problem(entity: Entity, key: str, value: float) -> str | None:
     return None
 
 
-def alteration_problems(alteration: Alteration) -> list[Problem]:
-    """Every client-side problem with one entity's alteration (empty when it may be sent)."""
-    entity, problems = alteration.entity, []
-    allowed = keys_for(entity.is_ip)
+def _entity_problems(entity: Entity) -> list[Problem]:
+    """An ip entity whose name is not an address, or not in its canonical spelling."""
+    problems = []
     if entity.is_ip:
         name = entity.name(IP)
         canonical = canonical_ip(name) if name is not None else None
@@ -153,6 +156,38 @@ def alteration_problems(alteration: Alteration) -> list[Problem]:
                 f"name once, when the quota is set, so the quota silently stays on the old "
                 f"address if DNS changes; describe shows the name, not the address it limits.)",
                 entity=entity, field=IP))
+    return problems
+
+
+#: How a quota file's entry makes a key unlimited (an infinite or non-positive value's fix).
+_UNLIMITED_IN_A_FILE = "remove the key from the entry"
+
+
+def entry_problems(entity: Entity, quotas: Mapping[str, float]) -> list[Problem]:
+    """Every problem with one entry of a desired quota set (a quota file's entry, or the keys
+    a plan sets): the checks :func:`alteration_problems` makes of a set op, worded for a file.
+    The one check of every reader of a quota file (``lint``, ``plan``, ``--import``,
+    ``apply``, ``analyze --quotas``, the Plan page), so they refuse the same files with the
+    same message. A broker accepts NaN, infinity and host names for ip entities; a quota file
+    may not hold them, as ``--alter`` may not send them."""
+    problems = _entity_problems(entity)
+    allowed = keys_for(entity.is_ip)
+    for key, value in quotas.items():
+        if key not in allowed:
+            problems.append(Problem(f"{entity.display()}: {unknown_key_message(key, entity.is_ip)}",
+                                    entity=entity, key=key))
+            continue
+        message = _value_problem(entity, key, float(value), _UNLIMITED_IN_A_FILE)
+        if message:
+            problems.append(Problem(message, entity=entity, key=key))
+    return problems
+
+
+def alteration_problems(alteration: Alteration) -> list[Problem]:
+    """Every client-side problem with one entity's alteration (empty when it may be sent)."""
+    entity = alteration.entity
+    problems = _entity_problems(entity)
+    allowed = keys_for(entity.is_ip)
     if not alteration.ops:
         problems.append(Problem(f"{entity.display()}: nothing to change. Give --add key=value or "
                                 f"--delete key.", entity=entity))

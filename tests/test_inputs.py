@@ -110,7 +110,7 @@ def test_cli_import_of_a_huge_file_is_refused(tmp_path):
         f.truncate(64 * 2**20 + 1)  # sparse: no disk used
     done = cli("--sandbox", str(tmp_path / "q.sqlite"), "--import", str(big))
     assert done.returncode == 2
-    assert "it is larger than 64 MiB, the most a --import file may be" in done.stderr
+    assert "it is larger than 64 MiB, the most a quota file may be" in done.stderr  # as lint, plan
 
 
 @pytest.mark.parametrize("source", ["zero", "fifo"])

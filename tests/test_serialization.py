@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from quota_core import Alteration, Entity, Op, ParseError
 from quota_core.serialization import FORMAT, dumps, from_document, import_plan, loads, to_document
+from quota_core.validation import entry_problems
 
 E = Entity.of
 
@@ -19,7 +20,9 @@ AWKWARD = st.sampled_from([",", "=", "%", "\\", " ", "<default>", "null", "~", "
                            "\u2028", "\ufeff", "😀", "&a", "*b", "!tag", "{}", "[]", "? "])
 NAMES = st.one_of(st.none(), st.lists(st.one_of(AWKWARD, st.text(min_size=1, max_size=3)),
                                       min_size=1, max_size=4).map("".join))
-VALUES = st.one_of(st.integers(1, 2**63 - 1).map(float),
+VALUES = st.one_of(st.integers(1, 2**31 - 1).map(float),  # valid for every key, mostly
+                   st.integers(1, 2**31 - 1).map(float),
+                   st.integers(1, 2**63 - 1).map(float),
                    st.floats(min_value=1e-9, allow_nan=False),
                    st.just(math.nan))
 
@@ -27,7 +30,7 @@ VALUES = st.one_of(st.integers(1, 2**63 - 1).map(float),
 @st.composite
 def entities(draw):
     if draw(st.integers(0, 9)) == 0:
-        return E(ip=draw(NAMES))
+        return E(ip=draw(NAMES | st.sampled_from(["192.0.2.10", "2001:db8::1"])))
     shape = draw(st.sampled_from(["user", "client", "both"]))
     kwargs = {}
     if shape in ("user", "both"):
@@ -57,7 +60,19 @@ def same(a, b) -> bool:
 @given(quotas=QUOTA_SETS)
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
 def test_round_trip(fmt, quotas):
+    """Every quota set a cluster can hold is exported exactly; the strict reader reads back
+    every valid one, and refuses the others (NaN, infinity, a fraction of a byte, a host name
+    for an ip) with the validator's message, as every reader of a quota file does."""
     text = dumps(quotas, fmt)
+    exported = from_document(json.loads(text) if fmt == "json" else yaml.safe_load(text))
+    assert same(exported, quotas)
+    problems = [p for e, q in sorted(quotas.items(), key=lambda eq: Entity.sort_key(eq[0]))
+                for p in entry_problems(e, dict(sorted(q.items())))]
+    if problems:
+        with pytest.raises(ParseError) as info:
+            loads(text, fmt)
+        assert str(info.value).endswith(problems[0].message)
+        return
     back = loads(text, fmt)
     assert same(back, quotas)
     assert list(back) == sorted(quotas, key=Entity.sort_key)
@@ -236,9 +251,13 @@ def test_non_finite_values_stay_strict_json(tmp_path):
         strict(out.getvalue())
     out = io.StringIO()
     main(["--sandbox", str(path), "--export", "json"], out=out, err=io.StringIO())
-    again = loads(out.getvalue())
+    again = from_document(json.loads(out.getvalue()))  # the export holds what the cluster does
     assert math.isnan(again[Entity.of(user="n")]["request_percentage"])
     assert again[Entity.of(user="n")]["controller_mutation_rate"] == math.inf
+    # ... and no quota file may (issue 32): the strict reader refuses it, naming the line.
+    with pytest.raises(ParseError, match=r"^the document, line \d+ \(entry 1\): "
+                                         r"controller_mutation_rate for \{user=n\}: infinity"):
+        loads(out.getvalue())
 
 
 def test_yaml_exponent_without_a_dot_gets_a_hint():

@@ -9,11 +9,15 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ParseError, QuotaError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..serialization import QuotaFile
+
 __all__ = ["IMPORT_LIMIT", "LINE_LIMIT", "PROPERTIES_LIMIT", "read_bytes_file",
-           "read_text_file", "upload_text"]
+           "read_text_file", "upload_text", "read_quota_path", "read_quota_upload"]
 
 #: Quota exports: a million entries fit in well under this.
 IMPORT_LIMIT = 64 * 2**20
@@ -85,13 +89,46 @@ def read_text_file(path: str | Path, what: str, limit: int,
                    error: type[QuotaError] = ParseError, fix: str = "") -> str:
     """:func:`read_bytes_file` decoded as UTF-8; other bytes are refused naming the offset
     (``fix`` says what to give instead; default: save it as UTF-8)."""
-    raw = read_bytes_file(path, what, limit, error)
+    return _utf8(read_bytes_file(path, what, limit, error), str(path), what, error, fix)
+
+
+def _utf8(raw: bytes, path: str, what: str, error: type[QuotaError], fix: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         reason = f"it is not UTF-8 text ({exc.reason} at byte {exc.start})"
         raise error(f"Cannot read {path}: {reason}. {fix or f'Save the {what} as UTF-8.'}",
-                    path=str(path), reason=reason) from None
+                    path=path, reason=reason) from None
+
+
+#: What every reader of a quota file calls it, and what to give instead of a wrong one.
+_QUOTA_FILE, _QUOTA_FIX = "quota file", "Give a JSON or YAML export."
+
+
+def read_quota_path(path: str | Path) -> "QuotaFile":
+    """The quota file the user named, read as every command reads one (``lint FILE``,
+    ``plan FILE``, ``--import``, ``analyze --quotas`` / ``--what-if``): a regular file of at
+    most :data:`IMPORT_LIMIT` bytes of UTF-8, then the strict reader and its checks
+    (:func:`quota_core.serialization.read_quota_file`). One :class:`ParseError` of one line,
+    the same for every command, when the file cannot be read or may not be applied."""
+    from ..serialization import format_of, read_quota_file
+
+    text = read_text_file(path, _QUOTA_FILE, IMPORT_LIMIT, fix=_QUOTA_FIX)
+    return read_quota_file(text, format_of(Path(path).name, text), source=str(path))
+
+
+def read_quota_upload(data: bytes, name: str) -> "QuotaFile":
+    """A quota file uploaded or pasted on the Plan page (``name``: the upload's file name, or
+    ``pasted text``): the bounds, the strict reader and the checks of :func:`read_quota_path`,
+    with its messages."""
+    from ..serialization import format_of, read_quota_file
+
+    if len(data) > IMPORT_LIMIT:
+        reason = f"it is larger than {_size(IMPORT_LIMIT)}, the most a {_QUOTA_FILE} may be"
+        raise ParseError(f"Cannot read {name}: {reason}. Check that it is the right file.",
+                         path=name, reason=reason)
+    text = _utf8(data, name, _QUOTA_FILE, ParseError, _QUOTA_FIX)
+    return read_quota_file(text, format_of(name, text), source=name)
 
 
 def upload_text(data: bytes, what: str, limit: int = IMPORT_LIMIT,

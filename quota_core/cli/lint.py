@@ -26,7 +26,7 @@ from ..errors import QuotaError, UsageError
 from ..lint import (RULE_IDS, SEVERITIES, LintInput, LintOptions, LintReport, parse_protected,
                     protected_from_config, run_lint, severity_at_least)
 from .exits import exit_code
-from .plan import _check_where, _read_text
+from .plan import _check_where
 
 PROG = "kafka-client-quotas lint"
 LINT_CLEAN, LINT_FINDINGS = 0, 2
@@ -75,7 +75,7 @@ def _options(args: argparse.Namespace) -> LintOptions:
 
 
 def _input(args: argparse.Namespace) -> LintInput:
-    from ..serialization import format_of, read_quota_file
+    from ..backends.files import read_quota_path
 
     options = _options(args)
     where = bool(args.sandbox or args.bootstrap_server)
@@ -92,8 +92,7 @@ def _input(args: argparse.Namespace) -> LintInput:
         history_source = f"--history {args.history}"
     if args.file:
         path = Path(args.file)
-        text = _read_text(path)
-        quotas = read_quota_file(text, format_of(path.name, text), source=str(path)).quotas
+        quotas = read_quota_path(path).quotas  # what plan, --import and apply refuse, too
         settings = ClusterSettings.defaults("Kafka's defaults: a file has no brokers")
         source = str(path)
     elif where:

@@ -32,7 +32,6 @@ from ..errors import (AlterationError, OutcomeUnknown, ParseError, QuotaError, U
                       ValidationError)
 from .exits import exit_code
 from ..filters import EntityFilter, FilterComponent
-from ..backends.files import IMPORT_LIMIT, read_text_file
 from ..resolution import resolve, resolve_ip
 from .spec import parse_add, parse_defaults, parse_delete, parse_names
 from ..keys import QUOTA_KEYS
@@ -389,12 +388,11 @@ def _interactive(stream: TextIO) -> bool:
 
 
 def run_import(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from ..serialization import format_of, import_plan, loads
+    from ..backends.files import read_quota_path
+    from ..serialization import import_plan
 
     path = Path(args.import_file)
-    text = read_text_file(path, "--import file", IMPORT_LIMIT,
-                          fix="Give a JSON or YAML export.")  # never a FIFO or /dev/zero
-    desired = loads(text, format_of(path.name, text), source=str(path))
+    desired = read_quota_path(path).quotas  # bounded (never a FIFO or /dev/zero) and checked
     current = backend.describe()
     if args.replace and not desired and current:
         raise ParseError(f"{path} has no entries: with --replace that would delete all "

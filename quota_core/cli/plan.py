@@ -139,7 +139,7 @@ def _series(args: argparse.Namespace, err: TextIO) -> list | None:
 def plan_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     """``plan FILE ...``: 0 nothing to change, 2 changes pending, 1 an error."""
     from ..plan import make_plan, plan_document, plan_impact, plan_key, sign_plan
-    from ..serialization import format_of, read_quota_file
+    from ..backends.files import read_quota_path
 
     try:
         args = _parse(plan_parser(), argv, err, out)
@@ -148,8 +148,7 @@ def plan_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     try:
         _check_where(args)
         path = Path(args.file)
-        text = _read_text(path)
-        desired = read_quota_file(text, format_of(path.name, text), source=str(path))
+        desired = read_quota_path(path)
         if args.out and Path(args.out).resolve() == path.resolve():
             raise UsageError(f"--out {args.out} is the desired file itself: write the plan "
                          f"elsewhere, e.g. --out plan.json.")
@@ -218,7 +217,8 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     """``apply PLANFILE ...``: 0 applied, 1 refused or not all applied, 2 a usage error (flags,
     an unreadable or malformed plan file, an unreadable --command-config), 3 outcome
     unknown."""
-    from ..plan import check_plan_cluster, plan_key, read_plan, since_plan, verify_plan
+    from ..plan import (check_plan_cluster, load_plan, plan_key, read_plan, since_plan,
+                        verify_plan)
     from ..changes.workflow import apply_changes
 
     try:
@@ -229,11 +229,7 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     try:
         _check_where(args)
         path = Path(args.plan_file)
-        try:
-            doc = json.loads(_read_text(path))
-        except (ValueError, RecursionError) as exc:  # RecursionError: [[[[... (issue 16)
-            raise ParseError(f"{path} is not a plan file (not JSON: {exc}). Make one with "
-                             f"`{PROG} plan FILE ... --out {path}`.") from None
+        doc = load_plan(_read_text(path), str(path))  # NaN & co. kept to name their field
         plan = read_plan(doc, str(path))
         verify_plan(doc, plan_key(os.environ), str(path))
     except UsageError as exc:
