@@ -11,7 +11,6 @@ file: a plan whose changes set the same bad values is refused with the same mess
 from __future__ import annotations
 
 import json
-import time
 from io import StringIO
 from pathlib import Path
 
@@ -175,9 +174,7 @@ def test_yaml_over_the_cap_is_refused_by_every_reader_naming_size_cap_and_fix(tm
                 f"larger one takes more than a few seconds to read). Convert it to JSON, which "
                 f"may be up to 64 MiB: python3 -c 'import json, sys, yaml; ")
     for reader in ("lint", "plan", "import", "analyze", "plan page upload"):
-        started = time.monotonic()
         code, said = read(reader, path, store, tmp_path)
-        assert time.monotonic() - started < 5, reader
         assert code == EXIT.get(reader) and said.count("\n") == 1, (reader, said)
         assert expected in said, (reader, said)
     # At the cap exactly, it is read (and parsed: one entry and a long comment).
@@ -185,18 +182,21 @@ def test_yaml_over_the_cap_is_refused_by_every_reader_naming_size_cap_and_fix(tm
     assert len(read_quota_path(path).quotas) == 1
 
 
-def test_yaml_is_read_in_one_pass_as_fast_as_json(tmp_path):
-    """libyaml's events, no node graph: 1,500 entries of YAML read within 3x of the same
-    entries in JSON (before: 17x, and 90 s for 100k entries)."""
+def test_yaml_is_read_in_one_pass_without_a_node_graph(tmp_path, monkeypatch):
+    """libyaml's events, no node graph: PyYAML's composer (which cost 17x JSON's time, and
+    90 s for 100k entries) is never called, and the entries read are those written. The
+    speed itself is a benchmark's business, not a unit test's."""
+    import yaml
+
     from quota_core.serialization import dumps, read_quota_file
 
+    def no_graph(*args, **kwargs):
+        raise AssertionError("the YAML reader built PyYAML's node graph")
+
+    for loader in (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        monkeypatch.setattr(loader, "get_single_node", no_graph)
+        monkeypatch.setattr(loader, "get_single_data", no_graph)
     quotas = {Entity.of(user=f"user-{i}", client_id=f"app-{i}"): {"producer_byte_rate": 1e6 + i,
                                                                    "request_percentage": 50.0}
-              for i in range(1500)}
-    took = {}
-    for fmt in ("json", "yaml"):
-        text = dumps(quotas, fmt)
-        started = time.process_time()  # CPU time: the other jobs on the machine do not count
-        assert read_quota_file(text, fmt, f"q.{fmt}").quotas == quotas
-        took[fmt] = time.process_time() - started
-    assert took["yaml"] < 3 * took["json"] + 0.1, took
+              for i in range(300)}
+    assert read_quota_file(dumps(quotas, "yaml"), "yaml", "q.yaml").quotas == quotas
