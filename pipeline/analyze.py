@@ -250,7 +250,9 @@ def _follow(spark, args, rollups, quotas, analyse, progress) -> int:
 
 
 def cli_main(argv: list[str], out, err) -> int:
-    """``kafka-client-quotas analyze ...``: the same job, its lines on the CLI's streams."""
+    """analyse the usage history with Spark: what bound each sample, throttling, what-if.
+
+    ``kafka-client-quotas analyze ...``: the same job, its lines on the CLI's streams."""
     import contextlib
 
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
