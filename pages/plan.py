@@ -26,7 +26,8 @@ st.title("Plan from a file")
 editing_gate(ctx, sign_in_key="sign_in_plan")
 st.caption(f"Compare a desired quota set (an `--export` file, edited) with "
            f"**{md(ctx.spec.label)}** ({code(ctx.spec.location)}); apply it as "
-           f"**{md(ctx.operator)}**, recorded in the audit log.")
+           f"**{md(ctx.operator)}**, recorded in the audit log "
+           f"({code(str(ctx.audit.path))}).")
 backend = ctx.backend
 ss = st.session_state
 fix = st.query_params.get("fix")  # a fix from the Health page (ui.health.fix_links), once

@@ -39,7 +39,7 @@ from decimal import Decimal
 from typing import Callable, Iterable, Sequence, TextIO
 
 from ..alterations import Alteration, Op
-from ..changes.audit import AuditLog, cluster_fields, default_audit_path, os_user
+from ..changes.audit import AuditLog, default_audit_path, os_user, store_fields
 from ..backends.base import QuotaBackend
 from ..backends.open import open_backend
 from ..entities import CLIENT_ID, IP, USER, Entity
@@ -419,7 +419,7 @@ def _alter(backend: Callable[[], QuotaBackend], opts: Options, types: list[str],
 
     audit = AuditLog(default_audit_path(os.environ))
     done = apply_changes(store, [alteration], {entity: old}, actor=os_user(),
-                         cluster=cluster_fields(store.info()), audit=audit,
+                         cluster=store_fields(store), audit=audit,
                          extra={"via": "kafka-configs.sh command line"},
                          lease_wait_s=LEASE_WAIT_S, validate=False)
     for result in done.refused:

@@ -323,14 +323,15 @@ def _apply(backend: QuotaBackend, alterations: list[Alteration], loaded, args: a
     """Through the one workflow (quota_core.changes.workflow): guarded, read back, audited.
     ``(outcome, ok)``: not ok when the audit log could not be written after applying, or a
     read-back showed another writer's values (a conflict)."""
-    from ..changes.audit import AuditLog, cluster_fields, default_audit_path, os_user
+    from ..changes.audit import AuditLog, default_audit_path, os_user, store_fields
     from ..changes.workflow import apply_changes
 
     audit = AuditLog(args.audit_log or default_audit_path(os.environ))
-    done = apply_changes(backend, alterations, loaded, actor=args.actor or os_user(),
-                         cluster=cluster_fields(backend.info()), audit=audit, action=action,
-                         extra={"via": f"cli {action}"},
-                         lease_wait_s=getattr(args, "timeout", None))
+    with output.says_where_audited(audit, err):
+        done = apply_changes(backend, alterations, loaded, actor=args.actor or os_user(),
+                             cluster=store_fields(backend), audit=audit, action=action,
+                             extra={"via": f"cli {action}"},
+                             lease_wait_s=getattr(args, "timeout", None))
     if done.conflicts:  # written, but the read-back shows another writer's values: exit 1
         from ..changes.workflow import conflict_message
 
