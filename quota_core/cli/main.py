@@ -130,8 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="who makes the change, for the audit log (default: the OS user)")
     alt.add_argument("--audit-log", metavar="PATH",
                      help="the audit log --alter and --import append to (default: "
-                          "$QUOTA_AUDIT_LOG, else .cache/audit/quota-audit.jsonl, as the "
-                          "dashboard)")
+                          "$QUOTA_AUDIT_LOG, else $XDG_STATE_HOME/quota-console/audit.jsonl, "
+                          "~/.local/state/... without it, as the dashboard)")
     live = p.add_argument_group("live throttling (broker metrics)")
     live.add_argument("--metrics", metavar="URL[,URL...]",
                       help="Prometheus endpoints of the brokers' JMX exporter (LABEL=URL to name "

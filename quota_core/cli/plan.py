@@ -80,7 +80,8 @@ def apply_parser() -> argparse.ArgumentParser:
                    help="who applies it, for the audit log (default: the OS user)")
     p.add_argument("--audit-log", metavar="PATH",
                    help="the audit log (default: $QUOTA_AUDIT_LOG, else "
-                        ".cache/audit/quota-audit.jsonl, as the dashboard)")
+                        "$XDG_STATE_HOME/quota-console/audit.jsonl, ~/.local/state/... "
+                        "without it, as the dashboard)")
     return p
 
 
