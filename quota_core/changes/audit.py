@@ -101,7 +101,7 @@ def store_fields(backend: object, label: str | None = None) -> dict:
     now: Kafka's cluster id, or the sandbox's stored id (made now for a file that has none,
     and the file made for a path that has no file yet: the write would make it anyway)."""
     fields = cluster_fields(backend.info(), label)
-    cluster_id = backend.identity()
+    cluster_id = fields["cluster_id"] or backend.identity()
     if cluster_id is None and fields["kind"] == "sandbox" and hasattr(backend, "init"):
         backend.init()
         cluster_id = backend.identity()
