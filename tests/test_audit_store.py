@@ -133,6 +133,10 @@ def test_a_cli_write_at_a_terminal_says_where_it_is_recorded(tmp_path, monkeypat
     assert err.getvalue().splitlines()[-1] == f"audit: {where}"
     (record,) = AuditLog(where).read()
     assert record.cluster["location"] == os.path.realpath(store) and record.cluster["cluster_id"]
+    err = Terminal()  # the kafka-configs.sh dialect too
+    assert main(["--sandbox", store, "--alter", "--entity-type", "users", "--entity-name", "b",
+                 "--add-config", "producer_byte_rate=1000"], out=StringIO(), err=err) == 0
+    assert err.getvalue().splitlines()[-1] == f"audit: {where}"
     err = Terminal()  # --validate-only writes nothing, and says nothing about the log
     assert main(["--sandbox", store, "--alter", "--user", "a", "--add", "producer_byte_rate=2MB",
                  "--validate-only"], out=StringIO(), err=err) == 0
