@@ -153,7 +153,11 @@ def test_an_error_inside_the_rollups_stream_is_one_line_with_no_spark_log(tmp_pa
     quotas = tmp_path / "q.json"
     quotas.write_text('{"format": "quota-console/1", "entries": []}')
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(root), "SPARK_LOCAL_IP": "127.0.0.1"}
+    # the tests' session settings (tests/spark_fixtures.py): a quicker JVM start, no UI
+    env = {**os.environ, "PYTHONPATH": str(root), "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.ui.enabled=false "
+           "--conf spark.sql.shuffle.partitions=4 --driver-java-options "
+           "'-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell"}
     done = subprocess.run([sys.executable, "-m", "quota_core", "analyze", "--usage", base,
                            "--quotas", str(quotas), "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, env=env, timeout=300, cwd=root)
