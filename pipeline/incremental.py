@@ -38,7 +38,7 @@ from quota_core.entities import Entity
 
 from quota_core.telemetry import rollup_files as files
 from .errors import PipelineError
-from .readers import (TimeRange, _check_ts_text, check_buckets, detect_format, read_quota_rows,
+from .readers import (TimeRange, check_buckets, check_ts_text, detect_format, read_quota_rows,
                       read_usage)
 from .schema import QUOTA_COLUMNS, USAGE_COLUMNS, check_columns, spark_schema
 from .snapshots import QuotaVersions, entity_json, single_version, versions_from_rows
@@ -113,7 +113,7 @@ def _stream(spark: "SparkSession", path: str, columns: dict[str, str], checkpoin
     def guarded(df: "DataFrame", batch_id: int) -> None:
         try:
             if fmt == "json":  # a ts that is not a time, named (before a cast fails on it)
-                _check_ts_text(df, path)
+                check_ts_text(df, path)
             # the stream's own column ``file`` (input_file_name) is passed through
             batch(check_columns(df, {"ts": "timestamp", "file": "string"}, path,
                                 text_ts=(fmt == "json")), batch_id)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["TimeRange", "detect_format", "read_table", "read_usage", "check_buckets",
-           "read_quota_rows", "check_parquet_files", "check_history"]
+           "read_quota_rows", "check_parquet_files", "check_history", "check_ts_text"]
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ def check_history(usage: str, when: TimeRange = TimeRange(), snapshots: bool = T
         check_parquet_files(str(quotas_dir), QUOTA_COLUMNS, upto, keep_before_start=True)
 
 
-def _check_ts_text(df: "DataFrame", path: str) -> None:
+def check_ts_text(df: "DataFrame", path: str) -> None:
     """JSON carries ``ts`` as text; one that does not parse would become a null time."""
     from pyspark.sql import functions as F
 
@@ -228,7 +228,7 @@ def read_table(spark: "SparkSession", path: str, columns: dict[str, str],
             if when.start is not None and not keep_before_start:
                 df = df.where(F.col("date") >= F.lit(when.start.date()))
         if fmt == "json":
-            _check_ts_text(df, path)
+            check_ts_text(df, path)
         df = check_columns(df, columns, path, text_ts=(fmt == "json"))
         if when.end is not None:
             df = df.where(F.col("ts") < F.lit(when.end))
