@@ -2,7 +2,8 @@
 import pandas as pd
 import streamlit as st
 
-from quota_core.changes.audit import WRITER_STOPPED, records_csv, records_jsonl
+from quota_core.changes.audit import (UNKNOWN_STORE, WRITER_STOPPED, records_csv,
+                                      records_jsonl, same_store, store_text)
 from quota_core.csvsafe import FORMULA_NOTE, spreadsheet_csv
 from ui.context import context
 
@@ -35,16 +36,19 @@ f1, f2, f3, f4 = st.columns(4)
 text = f1.text_input("Entity contains", key="au_entity", placeholder="alice").strip().lower()
 actors = sorted({r.actor for r in records})
 who = f2.multiselect("By", actors, key="au_actor", placeholder="anyone")
-here_only = f3.toggle("Only this cluster", key="au_here", value=False,
-                      disabled=ctx.spec is None)
+here_only = f3.toggle("Only this cluster", key="au_here", value=ctx.spec is not None,
+                      disabled=ctx.spec is None,
+                      help="Records of the store this console shows: the same cluster id (a "
+                           "sandbox: the same id and file). Records without one (older logs) "
+                           f"show as \"{UNKNOWN_STORE}\" and match no cluster.")
 f4.toggle("Also refused attempts", key="au_refused",
           help="Changes the cluster refused, or never sent: nothing changed there.")
 
-cluster_id = ctx.snapshot.info.cluster_id if ctx.snapshot else None
+here = ctx.store()
 shown = [r for r in reversed(records)
          if (not text or text in _shown(r).lower())
          and (not who or r.actor in who)
-         and (not here_only or r.cluster.get("cluster_id") == cluster_id)]
+         and (not here_only or same_store(r.cluster, here))]
 
 
 def _outcome(r) -> str:
@@ -62,7 +66,7 @@ table = pd.DataFrame([{
     "when (UTC)": r.ts, "who": r.actor, "action": r.action, "outcome": _outcome(r),
     "entity": _shown(r),
     "before": _q(r.before), "after": _q(r.after),
-    "cluster": r.cluster.get("label") or r.cluster.get("location") or "",
+    "cluster": store_text(r.cluster),
     "cluster id": r.cluster.get("cluster_id") or "", "note": r.note,
 } for r in shown])
 st.markdown(f"**{len(shown):,}** of {len(records):,} changes")

@@ -46,7 +46,8 @@ ctx = context()
 st.title("Edit quotas")
 editing_gate(ctx, sign_in_key="sign_in_edit")  # who may edit: ui.identity
 st.caption(f"Changes go to **{md(ctx.spec.label)}** ({code(ctx.spec.location)}) and are recorded "
-           f"in the audit log as **{md(ctx.operator)}** ({md(ctx.identity.via)}).")
+           f"in the audit log as **{md(ctx.operator)}** ({md(ctx.identity.via)}), in "
+           f"{code(str(ctx.audit.path))}.")
 backend = ctx.backend
 settings_warnings(backend)  # a custom quota callback decides instead of these entries
 ss = st.session_state

@@ -28,8 +28,8 @@ st.title("Plan from a file")
 editing_gate(ctx, sign_in_key="sign_in_plan", to_read=True)
 st.caption(f"Compare a desired quota set (an `--export` file, edited) with "
            f"**{md(ctx.spec.label)}** ({code(ctx.spec.location)}); nothing is written until "
-           f"you apply it" + (f" as **{md(ctx.operator)}**, recorded in the audit log."
-                              if ctx.operator else ", under your name, in the audit log."))
+           f"you apply it" + (f" as **{md(ctx.operator)}**" if ctx.operator else ", under your name")
+           + f", recorded in the audit log ({code(str(ctx.audit.path))}).")
 backend = ctx.backend
 ss = st.session_state
 fix = st.query_params.get("fix")  # a fix from the Health page (ui.health.fix_links), once

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
+from quota_core.changes.audit import for_store
 from quota_core.live import throttled_rows
 from quota_core.settle import changed_lately, recent_changes
 from quota_core.spread import brokers_text
@@ -105,7 +106,8 @@ def board() -> None:
     # rate window may still be throttled on traffic from before the change: say so per row.
     window = cluster_window(ctx.backend)
     worst_ms = max((r.throttle_ms or 0.0 for r in hot), default=0.0)
-    changes = recent_changes(ctx.audit.read(), time.time(), window, last_throttle_ms=worst_ms)
+    changes = recent_changes(for_store(ctx.audit.read(), ctx.store()), time.time(), window,
+                             last_throttle_ms=worst_ms)  # this cluster's records only
     changed = changed_lately(hot, changes) if changes else {}
     if changed:
         st.info(md(quota_changed(len(changed), window.text(), window.measured_ms[1] / 1000)),

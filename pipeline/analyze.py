@@ -16,8 +16,9 @@ finishes; exit 0).
 Progress lines go to stderr; the exit status is 0 on success, 1 when an input or output is
 unusable (one line saying which file and column) or the topic's cluster did not answer within
 ``--timeout``, 2 for a usage error (a malformed or unreadable flag or file: ``--quotas``,
-``--what-if``, ``--command-config``, a ``--usage`` folder that does not exist). Every input
-the user names is checked before a Spark session starts.
+``--what-if``, ``--command-config``, a ``--usage`` folder that does not exist, a usage or
+snapshot Parquet file with a column missing or mistyped). Every input the user names is
+checked before a Spark session starts (Parquet files from their footers, with pyarrow).
 
 A ``kafka:TOPIC`` on a SASL/TLS cluster is read with ``--command-config FILE``, the same
 properties file as the rest of the CLI; the credentials go to Spark in-process, never on a
@@ -155,6 +156,18 @@ def _check_usage_folder(usage: str) -> None:
                          f"(it holds usage/ and quotas/) or kafka:TOPIC.")
 
 
+def _check_files(args: argparse.Namespace, rollups: str | None, snapshots: bool) -> None:
+    """The usage and snapshot files' columns, from their footers, before Spark starts: a
+    missing or mistyped one is named in one line (BadInputFile: exit 2)."""
+    from .readers import TimeRange, check_history
+
+    when = TimeRange(args.start, args.end)
+    if rollups is None or args.windows:  # the range is read whole
+        check_history(args.usage, when, snapshots)
+    if rollups is not None:  # the files an update of the rollups will read
+        check_history(args.usage, when, snapshots, rollups=rollups)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # pyspark 4.2 warns on every pandas conversion that pandas 3 is not fully supported; what
@@ -175,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         what_if = _load_set(args.what_if) if args.what_if else None
         _check_usage_folder(args.usage)
         rollups = rollups_dir(args)
+        _check_files(args, rollups, quotas is None)
         client = _kafka_client(args)
         progress("starting Spark")
         spark = get_session(conf=QUIET, with_kafka=args.usage.startswith("kafka:"))
@@ -249,7 +263,9 @@ def _follow(spark, args, rollups, quotas, analyse, progress) -> int:
 
 
 def cli_main(argv: list[str], out, err) -> int:
-    """``kafka-client-quotas analyze ...``: the same job, its lines on the CLI's streams."""
+    """analyse the usage history with Spark: what bound each sample, throttling, what-if.
+
+    ``kafka-client-quotas analyze ...``: the same job, its lines on the CLI's streams."""
     import contextlib
 
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -2,8 +2,11 @@
 
     QuotaError (quota_core.errors)
     └── PipelineError    an input the job cannot use (missing or mistyped column, empty
-                         date range, corrupt or unreadable file, unreachable topic), or an
-                         output it cannot write
+        │                date range, corrupt or unreadable file, unreachable topic), or an
+        │                output it cannot write
+        └── BadInputFile a usage or snapshot file whose columns are missing or mistyped, or
+                         that is not Parquet: found before Spark starts, a usage error
+                         (also a quota_core ParseError: exit 2)
 
 Spark's own exceptions (``AnalysisException``, ``Py4JJavaError``...) are translated into it at
 the boundary (:func:`pipeline.readers` and :func:`pipeline.output`), so the CLI and the job
@@ -13,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from quota_core.errors import QuotaError
+from quota_core.errors import ParseError, QuotaError
 
-__all__ = ["PipelineError"]
+__all__ = ["PipelineError", "BadInputFile"]
 
 
 class PipelineError(QuotaError):
@@ -30,3 +33,9 @@ class PipelineError(QuotaError):
         super().__init__(message, path=path, column=column, **context)
         self.path = path
         self.column = column
+
+
+class BadInputFile(PipelineError, ParseError):
+    """A file the user named (under ``--usage``) that breaks the collector's contract: a
+    column missing or of another type, or not a Parquet file at all. Checked from the files'
+    footers (pyarrow) before Spark starts; a usage error (exit 2), named in one line."""

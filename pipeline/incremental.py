@@ -38,10 +38,11 @@ from quota_core.entities import Entity
 
 from quota_core.telemetry import rollup_files as files
 from .errors import PipelineError
-from .readers import TimeRange, check_buckets, detect_format, read_quota_rows, read_usage
+from .readers import (TimeRange, check_buckets, check_ts_text, detect_format, read_quota_rows,
+                      read_usage)
 from .schema import QUOTA_COLUMNS, USAGE_COLUMNS, check_columns, spark_schema
 from .snapshots import QuotaVersions, entity_json, single_version, versions_from_rows
-from .spark_errors import translating
+from .spark_errors import spark_logs_off, translating
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -111,6 +112,8 @@ def _stream(spark: "SparkSession", path: str, columns: dict[str, str], checkpoin
 
     def guarded(df: "DataFrame", batch_id: int) -> None:
         try:
+            if fmt == "json":  # a ts that is not a time, named (before a cast fails on it)
+                check_ts_text(df, path)
             # the stream's own column ``file`` (input_file_name) is passed through
             batch(check_columns(df, {"ts": "timestamp", "file": "string"}, path,
                                 text_ts=(fmt == "json")), batch_id)
@@ -130,16 +133,17 @@ def _stream(spark: "SparkSession", path: str, columns: dict[str, str], checkpoin
         # WARN line between the progress lines. The batch jobs inside keep the session's.
         adaptive = spark.conf.get("spark.sql.adaptive.enabled", "true")
         spark.conf.set("spark.sql.adaptive.enabled", "false")
-        try:
-            query = writer.start()
-        finally:
-            spark.conf.set("spark.sql.adaptive.enabled", adaptive)
-        try:
-            query.awaitTermination()
-        except Exception:
-            if errors:
-                raise errors[0] from None
-            raise
+        with spark_logs_off(spark):  # a failed batch is said in one line, below
+            try:
+                query = writer.start()
+            finally:
+                spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+            try:
+                query.awaitTermination()
+            except Exception:
+                if errors:
+                    raise errors[0] from None
+                raise
         rows = sum(int(p["numInputRows"]) for p in query.recentProgress)
     return rows
 

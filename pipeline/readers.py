@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import PipelineError
+from .errors import BadInputFile, PipelineError
 from .schema import QUOTA_COLUMNS, USAGE_COLUMNS, check_columns
 from .spark_errors import translating
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["TimeRange", "detect_format", "read_table", "read_usage", "check_buckets",
-           "read_quota_rows"]
+           "read_quota_rows", "check_parquet_files", "check_history", "check_ts_text"]
 
 
 @dataclass(frozen=True)
@@ -126,19 +126,68 @@ def check_parquet_files(path: str, columns: dict[str, str], when: TimeRange,
         schemas = list(pool.map(schema_of, files))
     for file, schema in zip(files, schemas):
         if isinstance(schema, Exception):
-            raise PipelineError(f"{file}: not a readable Parquet file ({schema}); remove or "
-                                f"rewrite it.", path=str(file)) from schema
+            first = (str(schema).splitlines() or [type(schema).__name__])[0]
+            raise BadInputFile(f"{file}: not a readable Parquet file ({first}); remove or "
+                               f"rewrite it.", path=str(file)) from None
+        missing = [name for name in columns if name not in schema.names]
+        if missing:
+            raise BadInputFile(
+                f"{file}: {'column' if len(missing) == 1 else 'columns'} "
+                f"{', '.join(repr(m) for m in missing)} {'is' if len(missing) == 1 else 'are'} "
+                f"missing (found: {', '.join(schema.names) or 'no columns'}). The collector "
+                f"writes {', '.join(columns)}.", path=str(file), column=missing[0])
         for name, kind in columns.items():
-            if name not in schema.names:
-                raise PipelineError(f"{file}: column {name!r} is missing (found: "
-                                    f"{', '.join(schema.names)}).", path=str(file), column=name)
             found = _arrow_kind(schema.field(name).type)
             if found != kind and found != "null":
-                raise PipelineError(f"{file}: column {name!r} is {schema.field(name).type}, "
-                                    f"expected {kind}.", path=str(file), column=name)
+                raise BadInputFile(f"{file}: column {name!r} is {schema.field(name).type}, "
+                                   f"expected {kind}.", path=str(file), column=name)
 
 
-def _check_ts_text(df: "DataFrame", path: str) -> None:
+def _not_rolled_up(usage_dir: Path, rollups: str) -> list[str]:
+    """The sample files an update of ``rollups`` will read: those no hour's record names, and
+    any written since the last update ended (a run that failed recorded its files)."""
+    from quota_core.telemetry import rollup_files
+
+    seen = rollup_files.recorded_files(rollups)
+    updated = rollup_files.load_state(rollups).get("updated_at")
+    since = (datetime.fromisoformat(updated).replace(tzinfo=timezone.utc).timestamp()
+             if updated else None)
+    out = []
+    for f in sorted(usage_dir.resolve().rglob("*.parquet")):
+        if any(p.startswith((".", "_")) for p in f.relative_to(usage_dir.resolve()).parts):
+            continue
+        if str(f) not in seen or since is None or f.stat().st_mtime >= since:
+            out.append(str(f))
+    return out
+
+
+def check_history(usage: str, when: TimeRange = TimeRange(), snapshots: bool = True,
+                  rollups: str | None = None) -> None:
+    """Before Spark starts: every Parquet file of the collector's folder ``usage`` that the run
+    will read has the contract's columns with their types (pyarrow reads each footer, no
+    data). A missing or mistyped column, or a file that is not Parquet, is a
+    :class:`BadInputFile` naming the file and the column (exit 2).
+
+    The files: the usage samples in ``when`` (with ``rollups``, those an update will read),
+    and, with ``snapshots`` (no ``--quotas``), the quota snapshots up to ``when.end``. A
+    topic, a remote store or JSON lines are left to the readers (Spark infers JSON's
+    columns as it reads)."""
+    if usage.startswith("kafka:") or "://" in usage:
+        return
+    base = Path(usage.removeprefix("file:"))
+    usage_dir, quotas_dir = base / "usage", base / "quotas"
+    if usage_dir.is_dir() and detect_format(str(usage_dir)) == "parquet":
+        if rollups is None:
+            check_parquet_files(str(usage_dir), USAGE_COLUMNS, when)
+        else:
+            check_parquet_files(str(usage_dir), USAGE_COLUMNS, TimeRange(),
+                                only=_not_rolled_up(usage_dir, rollups))
+    if snapshots and quotas_dir.is_dir() and detect_format(str(quotas_dir)) == "parquet":
+        upto = TimeRange(None, None if rollups else when.end)
+        check_parquet_files(str(quotas_dir), QUOTA_COLUMNS, upto, keep_before_start=True)
+
+
+def check_ts_text(df: "DataFrame", path: str) -> None:
     """JSON carries ``ts`` as text; one that does not parse would become a null time."""
     from pyspark.sql import functions as F
 
@@ -179,7 +228,7 @@ def read_table(spark: "SparkSession", path: str, columns: dict[str, str],
             if when.start is not None and not keep_before_start:
                 df = df.where(F.col("date") >= F.lit(when.start.date()))
         if fmt == "json":
-            _check_ts_text(df, path)
+            check_ts_text(df, path)
         df = check_columns(df, columns, path, text_ts=(fmt == "json"))
         if when.end is not None:
             df = df.where(F.col("ts") < F.lit(when.end))

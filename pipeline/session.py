@@ -67,6 +67,9 @@ def get_session(app_name: str = APP_NAME, conf: Mapping[str, str] | None = None,
         jars = spark_jar_paths()
         builder = builder.config("spark.jars", ",".join(jars))
     session = builder.getOrCreate()
+    from .spark_errors import pyspark_error_logs_off
+
+    pyspark_error_logs_off()  # each error is said in one line (spark_errors.translating)
     if jars and _jvm_started_by_spark_submit():
         for jar in jars:
             session.sql(f"ADD JAR '{jar}'")

@@ -13,7 +13,7 @@ from typing import Iterator
 
 from .errors import PipelineError
 
-__all__ = ["translating", "file_in"]
+__all__ = ["translating", "file_in", "spark_logs_off", "pyspark_error_logs_off"]
 
 _FILE = re.compile(r"(?:file:|hdfs:|s3a?:|abfss?:|gs:)?(/[^\s'\"`,]+\.(?:parquet|json|jsonl))")
 # Why a read failed, by Spark error condition (prefix match), in words.
@@ -72,3 +72,47 @@ def translating(where: str, column: str | None = None) -> Iterator[None]:
             parts.append(f" (column {column!r})")
         parts.append(f". Spark said: {first_line[:300]}")
         raise PipelineError("".join(parts), path=culprit or where, column=column) from exc
+
+
+@contextmanager
+def spark_logs_off(spark) -> Iterator[None]:
+    """Spark's own log lines off while the block runs, then back to the level before.
+
+    A streaming query whose foreachBatch raises logs the whole Java stack, with the Python
+    traceback it relays, at ERROR before the error reaches the caller, who says it in one
+    line (:func:`translating`, or the PipelineError raised in the batch). Setting the level
+    is public (``SparkContext.setLogLevel``); reading it is not, so the level before is read
+    from log4j's root logger here, and nowhere else, falling back to ``spark.log.level``
+    (else WARN). Over Spark Connect (no SparkContext) nothing is changed."""
+    try:
+        sc = spark.sparkContext
+    except Exception:  # noqa: BLE001 - Spark Connect: the server logs, not this terminal
+        yield
+        return
+    try:
+        before = str(sc._jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel())
+    except Exception:  # noqa: BLE001 - another logging backend: the configured level
+        before = sc.getConf().get("spark.log.level", "WARN")
+    sc.setLogLevel("OFF")
+    try:
+        yield
+    finally:
+        sc.setLogLevel(before.upper())
+
+
+#: pyspark's Python loggers that log an error's query context (with the Java stack) to
+#: stderr, in JSON, whenever a captured error is made: before the caller can say it in one line.
+_ERROR_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
+
+
+def pyspark_error_logs_off() -> None:
+    """Turn off pyspark's own logging of errors (:data:`_ERROR_LOGGERS`): every Spark error
+    is translated into one PipelineError line (:func:`translating`). The loggers are made
+    through pyspark's own ``PySparkLogger.getLogger`` (a plain logger in their place would
+    refuse the fields pyspark logs with)."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in _ERROR_LOGGERS:
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)

@@ -8,7 +8,8 @@ import pytest
 pytest_plugins = ["tests.kafka_fixtures", "tests.spark_fixtures"]
 
 # Every writer appends to the audit log; tests (and the processes they start) must not write
-# the checkout's own .cache/audit log. One throwaway file for the whole session, removed after.
+# the user's own audit log (~/.local/state/quota-console). One throwaway file for the whole
+# session, removed after.
 _AUDIT_DIR = tempfile.mkdtemp(prefix="quota-audit-")
 atexit.register(shutil.rmtree, _AUDIT_DIR, ignore_errors=True)
 os.environ["QUOTA_AUDIT_LOG"] = os.path.join(_AUDIT_DIR, "audit.jsonl")

@@ -99,3 +99,105 @@ def test_malformed_inputs_are_usage_errors_before_spark(tmp_path, make, message)
     code, err = analyze(*argv)
     assert code == 2, err
     assert message in err and err.count("\n") == 1, err
+
+
+# -- issue 27, item 7: the usage and snapshot files' columns, checked before Spark ------------
+
+def _history(tmp_path, usage_columns=None, quota_columns=None, cast=None):
+    """The test history (test_pipeline_tables), its usage files cut to ``usage_columns``,
+    its snapshots to ``quota_columns``, or a usage column cast (``{"rate": pa.string()}``)."""
+    import pyarrow.parquet as pq
+
+    from tests.test_pipeline_tables import write_dir
+
+    base = write_dir(tmp_path / "hist")
+    for name, keep in (("usage", usage_columns), ("quotas", quota_columns)):
+        for part in (base / name).rglob("*.parquet"):
+            table = pq.read_table(part)
+            if keep is not None:
+                table = table.select(keep)
+            for column, to in ((cast or {}).items() if name == "usage" else ()):
+                i = table.schema.get_field_index(column)
+                table = table.set_column(i, column, table[column].cast(to))
+            pq.write_table(table, part)
+    return base
+
+
+def _quota_file(tmp_path):
+    path = tmp_path / "q.json"
+    path.write_text('{"format": "quota-console/1", "entries": [{"entity": {"user": "alice"}, '
+                    '"quotas": {"producer_byte_rate": 1000000}}]}')
+    return path
+
+
+@pytest.mark.parametrize("mode", [[], ["--no-rollups"], ["--windows"], ["--follow"]],
+                         ids=["rollups", "one-shot", "rollups+windows", "follow"])
+def test_a_usage_file_without_its_columns_is_one_line_exit_2_before_spark(tmp_path, mode):
+    base = _history(tmp_path, usage_columns=["ts", "broker"])
+    out = [] if mode == ["--follow"] else ["--out", str(tmp_path / "out")]
+    code, err = analyze("--usage", str(base), "--quotas", str(_quota_file(tmp_path)), *out, *mode)
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err and "starting Spark" not in err
+    assert err.startswith(f"error: {base}/usage/date=2025-01-05/part-0.parquet: columns "
+                          f"'quota_type', 'user', 'client_id', 'rate', 'throttle_ms', "
+                          f"'interval_s' are missing (found: ts, broker). The collector "
+                          f"writes ts, broker, quota_type"), err
+    assert "corrupt" not in err
+    assert not (tmp_path / "out").exists() and not (base / "rollups").exists()
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: _history(d, cast={"rate": __import__("pyarrow").string()}),
+     "usage/date=2025-01-05/part-0.parquet: column 'rate' is string, expected double."),
+    (lambda d: _history(d, quota_columns=["ts", "entity", "key"]),
+     "quotas/date=2025-01-06/part-0.parquet: column 'value' is missing (found: ts, entity, "
+     "key)."),
+])
+def test_a_mistyped_or_missing_column_is_named_in_one_line(tmp_path, make, message):
+    base = make(tmp_path)
+    for mode in ([], ["--no-rollups"]):
+        code, err = analyze("--usage", str(base), "--out", str(tmp_path / "out"), *mode)
+        assert code == 2, err
+        assert err.count("\n") == 1 and message in err, err
+
+
+def test_a_file_that_is_not_parquet_is_named(tmp_path):
+    base = _history(tmp_path)
+    (base / "usage/date=2025-01-06/part-9.parquet").write_bytes(b"PAR1 not really")
+    code, err = analyze("--usage", str(base), "--out", str(tmp_path / "out"))
+    assert code == 2, err
+    assert err.count("\n") == 1 and "part-9.parquet: not a readable Parquet file (" in err
+
+
+def test_snapshots_are_not_checked_when_quotas_replace_them(tmp_path):
+    """--quotas: the snapshots are not read, so a broken one does not stop the run."""
+    from pipeline.readers import check_history
+
+    base = _history(tmp_path, quota_columns=["ts"])
+    check_history(str(base), snapshots=False)
+    with pytest.raises(Exception, match="columns 'entity', 'key', 'value' are missing"):
+        check_history(str(base))
+
+
+def test_the_rollups_check_reads_only_files_an_update_will_read(tmp_path):
+    """Files an earlier update recorded, older than its end, are not opened again; a new one,
+    or one written since the last update ended, is."""
+    import os
+
+    from pipeline.errors import BadInputFile
+    from pipeline.readers import check_history
+    from quota_core.telemetry import rollup_files
+
+    base = _history(tmp_path, usage_columns=["ts", "broker"])
+    rollups = tmp_path / "rollups"
+    old = sorted(str(p.resolve()) for p in (base / "usage").rglob("*.parquet"))
+    rollup_files.add_hour_files(rollups, {"2025-01-06T00": old})
+    rollup_files.save_state(rollups, {"hours": {}, "updated_at": "2099-01-01 00:00:00"})
+    check_history(str(base), rollups=str(rollups))  # every file rolled up before: not read
+    rollup_files.save_state(rollups, {"hours": {}, "updated_at": "2000-01-01 00:00:00"})
+    with pytest.raises(BadInputFile, match="part-0.parquet: columns"):  # written since
+        check_history(str(base), rollups=str(rollups))
+    rollup_files.save_state(rollups, {"hours": {}, "updated_at": "2099-01-01 00:00:00"})
+    os.rename(old[0], old[0].replace("part-0", "part-1"))  # a file no record names
+    with pytest.raises(BadInputFile, match="part-1.parquet: columns"):
+        check_history(str(base), rollups=str(rollups))

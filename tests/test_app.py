@@ -117,7 +117,7 @@ def test_access_policy(env, secrets, expected):
 
 
 def test_audit_path_default_and_override(tmp_path):
-    assert audit_path({}, {}).name == "quota-audit.jsonl"
+    assert audit_path({"HOME": "/h"}, {}) == Path("/h/.local/state/quota-console/audit.jsonl")
     assert audit_path({}, {"audit": {"path": "/x/a.jsonl"}}) == Path("/x/a.jsonl")
     assert audit_path({"QUOTA_AUDIT_LOG": "/y.jsonl"}, {"audit": {"path": "/x"}}) == Path("/y.jsonl")
 

@@ -681,7 +681,9 @@ def test_alter_shows_the_parsed_values_per_entity(store):
     out_, err_ = StringIO(), _Terminal()
     assert main(["--sandbox", store, "--alter", "--user", "CN=a,OU=b", "--add",
                  "consumer_byte_rate=1.5MiB", "--output", "plain"], out=out_, err=err_) == 0
-    assert err_.getvalue() == '{user="CN=a,OU=b"}: consumer_byte_rate=1,572,864 B/s\n'
+    # ... and where the change was recorded (issue 27)
+    assert err_.getvalue() == ('{user="CN=a,OU=b"}: consumer_byte_rate=1,572,864 B/s\n'
+                               f"audit: {os.environ['QUOTA_AUDIT_LOG']}\n")
 
 
 def test_resolve_text_shows_level_and_bucket(store):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from quota_core import Entity
-from quota_core.changes.audit import DEFAULT_AUDIT_PATH, AuditLog, default_audit_path
+from quota_core.changes.audit import AuditLog, default_audit_path, state_audit_path
 from quota_core.backends.sandbox import SandboxBackend
 from tests.cli_steps import run, sandbox_with
 
@@ -32,8 +32,9 @@ def store(tmp_path) -> str:
 def test_default_path_is_shared_with_the_dashboard(tmp_path):
     from ui.settings import audit_path
 
-    assert default_audit_path({}) == DEFAULT_AUDIT_PATH == audit_path({}, {})
-    assert DEFAULT_AUDIT_PATH.parts[-3:] == (".cache", "audit", "quota-audit.jsonl")
+    env = {"HOME": str(tmp_path)}
+    assert default_audit_path(env) == state_audit_path(env) == audit_path(env, {}) == \
+        tmp_path / ".local" / "state" / "quota-console" / "audit.jsonl"
     assert default_audit_path({"QUOTA_AUDIT_LOG": "/y.jsonl"}) == Path("/y.jsonl")
     assert default_audit_path({}, {"audit": {"path": "/x.jsonl"}}) == Path("/x.jsonl")
 
@@ -48,6 +49,10 @@ def test_alter_records_who_when_cluster_entity_before_after(store, log):
         "jdoe", "alter", {"user": "alice"}, {"producer_byte_rate": 1000000},
         {"producer_byte_rate": 2000000})
     assert first.cluster["kind"] == "sandbox" and first.cluster["cluster_id"]
+    # the store's identity: the sandbox's stored id and its absolute path
+    with SandboxBackend(store) as backend:
+        assert first.cluster["cluster_id"] == backend.identity()
+    assert first.cluster["location"] == os.path.realpath(store)
     assert first.ts.endswith("Z") and first.extra == {"via": "cli alter"}
     # Without --actor: the OS user. Emptying the entity is recorded as a delete.
     assert (second.actor, second.action, second.after) == (getpass.getuser(), "delete", {})

@@ -264,26 +264,83 @@ def test_churning_principals():
 
 
 # -- chronic ----------------------------------------------------------------------------------
+HOT = (lambda i: 3e6 if i % 2 else 1e6, lambda i: 500.0 if i % 2 else None)   # throttled 50 %
+WARM = (lambda i: 3e6 if i % 20 == 0 else 1e6,
+        lambda i: 500.0 if i % 20 == 0 else None)                            # throttled 5 %
+CALM = (1e6, None)                                                          # never throttled
+
+
 def test_chronic():
-    usage = samples([
-        ("hot", None, "produce", lambda i: 3e6 if i % 2 else 1e6, lambda i: 500.0 if i % 2
-         else None),                                               # throttled 50 %
-        ("warm", None, "produce", lambda i: 3e6 if i % 20 == 0 else 1e6,
-         lambda i: 500.0 if i % 20 == 0 else None),                # throttled 5 %
-    ])
+    usage = samples([("hot", None, "produce", *HOT), ("warm", None, "produce", *WARM)])
     quotas = {E(user=None): {"producer_byte_rate": 2e6, "consumer_byte_rate": 1e9}}
     found, _ = lint(quotas, "chronic", usage=usage)
     assert [(f.entity, f.key) for f in found] == [(E(user=None), "producer_byte_rate")]
     assert "hot · any client id 50 %" in found[0].evidence
     assert "warm" not in found[0].evidence
-    # the sizing hint: the largest per-bucket p99 rate (3e6), the other key kept
-    assert found[0].fix_quotas == {E(user=None): {"producer_byte_rate": 3e6,
-                                                  "consumer_byte_rate": 1e9}}
+    # 1 of 2 users throttled: not most, so hot gets an entry of its own, sized from its p99
+    # (3e6); the default stays
+    assert "only 1 of 2 users under {user=<default>} is throttled" in found[0].evidence
+    assert found[0].fix_quotas == {E(user="hot"): {"producer_byte_rate": 3e6}}
     found, _ = lint(quotas, "chronic", usage=usage, chronic_pct=60)
     assert found == []
     # throttled under an older, lower quota, and the entry already gives the p99: quiet
     raised = {E(user=None): {"producer_byte_rate": 3e6}}
     assert lint(raised, "chronic", usage=usage)[0] == []
+
+
+def _users(hot: int, calm: int, qt="produce", heavy=3e6):
+    """``hot`` users throttled half the time (the first at ``heavy`` B/s when throttled),
+    ``calm`` users never."""
+    rows = [(f"h{i}", None, qt, (lambda j, r=(heavy if i == 0 else 3e6):
+                                 r if j % 2 else 1e6), HOT[1]) for i in range(hot)]
+    return samples(rows + [(f"c{i}", None, qt, *CALM) for i in range(calm)])
+
+
+@pytest.mark.parametrize("quotas, usage, entity, evidence, fix", [
+    # one heavy client of nine under {user=<default>}: its own entry at its p99, never the
+    # default raised to 35.2 MiB/s for every user (issue 27)
+    ({E(user=None): {"consumer_byte_rate": 2 * 2**20, "producer_byte_rate": 2e6}},
+     _users(1, 8, "fetch", heavy=36_900_000), E(user=None),
+     "only 1 of 9 users under {user=<default>} is throttled, so the default stays",
+     {E(user="h0"): {"consumer_byte_rate": 36_900_000.0}}),
+    # 7 of 9 throttled: most, so the default is raised (the other key kept), and says how many
+    ({E(user=None): {"consumer_byte_rate": 1e9, "producer_byte_rate": 2e6}}, _users(7, 2),
+     E(user=None), "; 7 of 9 users under {user=<default>} are throttled; the largest",
+     {E(user=None): {"consumer_byte_rate": 1e9, "producer_byte_rate": 3e6}}),
+    # exactly half is not most: entries of their own, the default kept
+    ({E(user=None): {"producer_byte_rate": 2e6}}, _users(2, 2), E(user=None),
+     "only 2 of 4 users under {user=<default>} are throttled",
+     {E(user="h0"): {"producer_byte_rate": 3e6}, E(user="h1"): {"producer_byte_rate": 3e6}}),
+    # {client-id=<default>}: the principal is the client id
+    ({E(client_id=None): {"producer_byte_rate": 2e6}},
+     samples([(None, "hot-app", "produce", *HOT)] +
+             [(None, f"app{i}", "produce", *CALM) for i in range(3)]),
+     E(client_id=None), "only 1 of 4 client ids under {client-id=<default>} is throttled",
+     {E(client_id="hot-app"): {"producer_byte_rate": 3e6}}),
+    # a user's own entry binds one principal: raised to its p99, as before
+    ({E(user="etl"): {"producer_byte_rate": 2e6}}, samples([("etl", None, "produce", *HOT)]),
+     E(user="etl"), "the fix sets it to that (the sizing hint)",
+     {E(user="etl"): {"producer_byte_rate": 3e6}}),
+    # {user=<default>, client-id=reporting}: its users are the principals; 2 of 2 throttled
+    ({E(user=None, client_id="reporting"): {"consumer_byte_rate": 1e6}},
+     samples([("bob", "reporting", "fetch", 3e6, 200.0), ("carol", "reporting", "fetch",
+                                                          2e6, 100.0)]),
+     E(user=None, client_id="reporting"), "2 of 2 users under {user=<default>, "
+     "client-id=reporting} are throttled",
+     {E(user=None, client_id="reporting"): {"consumer_byte_rate": 3e6}}),
+])
+def test_chronic_never_loosens_a_default_to_fit_one(quotas, usage, entity, evidence, fix):
+    found, _ = lint(quotas, "chronic", usage=usage)
+    keys = {k for q in fix.values() for k in q if quotas.get(entity, {}).get(k) != q[k]}
+    assert [(f.entity, {f.key}) for f in found] == [(entity, keys)]
+    assert evidence in found[0].evidence, found[0].evidence
+    assert found[0].fix_quotas == fix
+
+
+def test_chronic_own_entries_skip_a_principal_the_default_now_fits():
+    """A default raised since (it gives the heavy one's p99 now): no finding."""
+    quotas = {E(user=None): {"producer_byte_rate": 4e6}}
+    assert lint(quotas, "chronic", usage=_users(1, 8))[0] == []
 
 
 @pytest.mark.parametrize("key, value, expected", [

@@ -136,3 +136,35 @@ def test_command_line_usage_errors_exit_2(capsys):
     with pytest.raises(SystemExit):
         main(["--usage", "x", "--out", "y", "--from", "last tuesday"])
 
+
+
+@pytest.mark.spark
+def test_an_error_inside_the_rollups_stream_is_one_line_with_no_spark_log(tmp_path):
+    """Issue 27, item 7: through the real CLI and Spark. A JSON-lines history (its columns are
+    known only as Spark reads it) whose ts is not a time fails inside the rollups' streaming
+    query: one line naming the file's folder and column, and none of Spark's own log lines
+    (the 441 Java frames and the relayed Python traceback the stream logs at ERROR)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    base, _ = bad_ts_text(tmp_path)
+    quotas = tmp_path / "q.json"
+    quotas.write_text('{"format": "quota-console/1", "entries": []}')
+    root = Path(__file__).resolve().parents[1]
+    # the tests' session settings (tests/spark_fixtures.py): a quicker JVM start, no UI
+    env = {**os.environ, "PYTHONPATH": str(root), "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.ui.enabled=false "
+           "--conf spark.sql.shuffle.partitions=4 --driver-java-options "
+           "'-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell"}
+    done = subprocess.run([sys.executable, "-m", "quota_core", "analyze", "--usage", base,
+                           "--quotas", str(quotas), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=root)
+    err = done.stderr
+    assert done.returncode == 1, err
+    assert err.rstrip("\n").splitlines()[-1].startswith(
+        f"error: {Path(base).resolve()}/usage: column 'ts' holds 'yesterday-ish'"), err
+    for noise in ("\tat org.apache", "Traceback", "ERROR MicroBatchExecution", "py4j"):
+        assert noise not in err, err
+    assert nothing_left(tmp_path)

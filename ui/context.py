@@ -13,7 +13,8 @@ from typing import Any
 import streamlit as st
 
 from quota_core.backends.base import QuotaBackend
-from quota_core.changes.audit import AuditLog
+from quota_core.changes.audit import AuditLog, cluster_fields, store_fields
+from quota_core.errors import QuotaError
 
 from .apptest import under_apptest
 from .identity import Identity, may_edit
@@ -44,12 +45,24 @@ class PageContext:
         return may_edit(self.policy, self.identity)
 
     def cluster_fields(self) -> dict[str, Any]:
-        """What the audit log records about the cluster."""
-        info = self.snapshot.info if self.snapshot else None
-        return {"kind": self.spec.kind if self.spec else None,
-                "label": self.spec.label if self.spec else None,
-                "location": self.spec.location if self.spec else None,
-                "cluster_id": info.cluster_id if info else None}
+        """What the audit log records about the store a page writes to: its identity read
+        now (quota_core.changes.audit.store_fields), else what :meth:`store` knows."""
+        if self.backend is not None:
+            try:
+                return store_fields(self.backend, self.spec.label if self.spec else None)
+            except QuotaError:  # unreadable now: the write itself will say why
+                pass
+        return self.store()
+
+    def store(self) -> dict[str, Any]:
+        """The store shown, as an audit record names it, from the described snapshot (no
+        request): what "quota changed" marks and the Audit page match records against
+        (quota_core.changes.audit.same_store)."""
+        label = self.spec.label if self.spec else None
+        if self.snapshot is not None:
+            return cluster_fields(self.snapshot.info, label)
+        return {"kind": self.spec.kind if self.spec else None, "label": label,
+                "location": self.spec.location if self.spec else None, "cluster_id": None}
 
 
 def secrets_dict() -> dict[str, Any]:

@@ -34,21 +34,32 @@ from ..entities import Entity, entity_from_json
 from ..keys import json_number
 from ..errors import ConfigError
 
-__all__ = ["WRITER_STOPPED", "NOTHING_CHANGED", "merge_records", "outcome_record", "AuditRecord", "AuditLog", "records_csv", "records_jsonl", "new_record",
-           "default_audit_path", "DEFAULT_AUDIT_PATH", "os_user", "cluster_fields"]
+__all__ = ["WRITER_STOPPED", "NOTHING_CHANGED", "UNKNOWN_STORE", "merge_records",
+           "outcome_record", "AuditRecord", "AuditLog", "records_csv", "records_jsonl",
+           "new_record", "default_audit_path", "state_audit_path", "os_user", "cluster_fields",
+           "store_fields", "same_store", "for_store", "store_text"]
 
-#: Where every writer (the dashboard, the CLI's --alter / --import / apply) appends by
-#: default: ``.cache/audit/quota-audit.jsonl`` in the checkout (ignored by git).
-DEFAULT_AUDIT_PATH = Path(__file__).resolve().parent.parent / ".cache" / "audit" / "quota-audit.jsonl"
+
+def state_audit_path(env: Mapping[str, str]) -> Path:
+    """Where every writer (the dashboard, the CLI's --alter / --import / apply, the
+    kafka-configs.sh dialect) appends by default: the user's state directory, as the XDG
+    Base Directory spec puts it, ``$XDG_STATE_HOME/quota-console/audit.jsonl``, and
+    ``~/.local/state/quota-console/audit.jsonl`` when that is unset (or not absolute, which
+    the spec says to ignore). Never inside the package (an installed one is site-packages)."""
+    state = env.get("XDG_STATE_HOME") or ""
+    if not os.path.isabs(state):
+        home = env.get("HOME") or os.path.expanduser("~")
+        state = os.path.join(home, ".local", "state")
+    return Path(state) / "quota-console" / "audit.jsonl"
 
 
 def default_audit_path(env: Mapping[str, str], secrets: Mapping | None = None) -> Path:
     """The audit log every writer shares: ``QUOTA_AUDIT_LOG``, else ``[audit] path`` from
-    the dashboard's secrets, else :data:`DEFAULT_AUDIT_PATH`."""
+    the dashboard's secrets, else :func:`state_audit_path`."""
     section = (secrets or {}).get("audit")
     path = env.get("QUOTA_AUDIT_LOG") or (section.get("path")
                                           if isinstance(section, Mapping) else None)
-    return Path(str(path)) if path else DEFAULT_AUDIT_PATH
+    return Path(str(path)) if path else state_audit_path(env)
 
 
 def os_user() -> str:
@@ -61,12 +72,71 @@ def os_user() -> str:
         return f"uid {os.getuid()}"
 
 
+#: How a record without a store identity (no cluster id: logs written before issue 27, or a
+#: sandbox that had none) is shown; it matches no store.
+UNKNOWN_STORE = "unknown store"
+
+
+def _location(kind: str | None, location: str | None) -> str | None:
+    """A sandbox's path made absolute (the same file, whatever directory the writer ran
+    in); a cluster's bootstrap servers as they are."""
+    if kind == "sandbox" and location:
+        return os.path.realpath(location)
+    return location
+
+
 def cluster_fields(info: object, label: str | None = None) -> dict:
-    """What a record says about the cluster (as the dashboard's ``ctx.cluster_fields()``),
-    from a backend's :class:`~quota_core.entities.ClusterInfo`."""
-    return {"kind": getattr(info, "kind", None), "label": label,
-            "location": getattr(info, "location", None),
+    """What a record says about the store (as the dashboard's ``ctx.cluster_fields()``),
+    from a backend's :class:`~quota_core.entities.ClusterInfo`: its kind, label, location
+    (a sandbox's absolute path) and ``cluster_id`` (Kafka's cluster id, or the sandbox's
+    stored id): the store's identity, which :func:`same_store` matches."""
+    kind = getattr(info, "kind", None)
+    return {"kind": kind, "label": label,
+            "location": _location(kind, getattr(info, "location", None)),
             "cluster_id": getattr(info, "cluster_id", None)}
+
+
+def store_fields(backend: object, label: str | None = None) -> dict:
+    """:func:`cluster_fields` of the store a writer is about to change, its identity read
+    now: Kafka's cluster id, or the sandbox's stored id (made now for a file that has none,
+    and the file made for a path that has no file yet: the write would make it anyway)."""
+    fields = cluster_fields(backend.info(), label)
+    cluster_id = fields["cluster_id"] or backend.identity()
+    if cluster_id is None and fields["kind"] == "sandbox" and hasattr(backend, "init"):
+        backend.init()
+        cluster_id = backend.identity()
+    return {**fields, "cluster_id": cluster_id}
+
+
+def same_store(recorded: Mapping, here: Mapping) -> bool:
+    """Whether a record's ``cluster`` fields name the store ``here`` (:func:`cluster_fields`
+    of the store shown): the same cluster id, and for a sandbox the same file too (a copied
+    sandbox keeps its id). A record without an id matches no store."""
+    recorded = recorded if isinstance(recorded, Mapping) else {}
+    cluster_id = recorded.get("cluster_id")
+    if not cluster_id or cluster_id != here.get("cluster_id"):
+        return False
+    kind = here.get("kind")
+    if recorded.get("kind") and kind and recorded.get("kind") != kind:
+        return False
+    if kind == "sandbox":
+        return _location("sandbox", recorded.get("location")) == \
+            _location("sandbox", here.get("location"))
+    return True
+
+
+def for_store(records: Iterable["AuditRecord"], here: Mapping) -> list["AuditRecord"]:
+    """The records of the store ``here`` (:func:`same_store`)."""
+    return [r for r in records if same_store(r.cluster, here)]
+
+
+def store_text(recorded: Mapping) -> str:
+    """Which store a record is about, for a person: its label or location, else
+    :data:`UNKNOWN_STORE` when it carries no identity."""
+    recorded = recorded if isinstance(recorded, Mapping) else {}
+    if not recorded.get("cluster_id"):
+        return UNKNOWN_STORE
+    return str(recorded.get("label") or recorded.get("location") or recorded["cluster_id"])
 
 
 #: Outcomes of an attempt that changed nothing.
@@ -191,6 +261,14 @@ class AuditLog:
                 f"Cannot open the audit log {self.path} for appending: {exc}. Set "
                 f"QUOTA_AUDIT_LOG (or [audit] path in secrets, or the CLI's --audit-log) to a "
                 f"writable file.", path=str(self.path)) from exc
+
+    def size(self) -> int:
+        """The file's size in bytes (0 before the first append): a writer compares it to
+        say whether it wrote here."""
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
 
     def ensure_writable(self) -> None:
         """Raise :class:`ConfigError` now if records could not be appended: writers check

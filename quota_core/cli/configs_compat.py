@@ -39,7 +39,8 @@ from decimal import Decimal
 from typing import Callable, Iterable, Sequence, TextIO
 
 from ..alterations import Alteration, Op
-from ..changes.audit import AuditLog, cluster_fields, default_audit_path, os_user
+from ..changes.audit import AuditLog, default_audit_path, os_user, store_fields
+from .output import says_where_audited
 from ..backends.base import QuotaBackend
 from ..backends.open import open_backend
 from ..entities import CLIENT_ID, IP, USER, Entity
@@ -418,10 +419,11 @@ def _alter(backend: Callable[[], QuotaBackend], opts: Options, types: list[str],
     from ..changes.workflow import apply_changes, conflict_message  # describe starts faster without it
 
     audit = AuditLog(default_audit_path(os.environ))
-    done = apply_changes(store, [alteration], {entity: old}, actor=os_user(),
-                         cluster=cluster_fields(store.info()), audit=audit,
-                         extra={"via": "kafka-configs.sh command line"},
-                         lease_wait_s=LEASE_WAIT_S, validate=False)
+    with says_where_audited(audit, err):  # at a terminal only: scripts see ConfigCommand's text
+        done = apply_changes(store, [alteration], {entity: old}, actor=os_user(),
+                             cluster=store_fields(store), audit=audit,
+                             extra={"via": "kafka-configs.sh command line"},
+                             lease_wait_s=LEASE_WAIT_S, validate=False)
     for result in done.refused:
         raise _ours(f"the broker refused the change of {_entity_text(entity)}: {result.error}")
     if done.conflicts:

@@ -57,11 +57,33 @@ class _AppendValue(argparse.Action):
         setattr(namespace, self.dest, items)
 
 
+class _Parser(argparse.ArgumentParser):
+    """The main parser: its epilog lists the subcommands, looked up only when help is shown
+    (a plug-in's entry point is loaded for its line), so an ordinary run pays nothing."""
+
+    def format_help(self) -> str:
+        self.epilog = _epilog()
+        return super().format_help()
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the version (quota_core.cli.version), read only when asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .version import package_version
+
+        parser._print_message(f"{PROG} {package_version()}\n", sys.stdout)
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=PROG, description="Describe, resolve and alter Kafka client quotas.",
-        epilog="Example: kafka-client-quotas --bootstrap-server 127.0.0.1:9092 --resolve "
-               "--user alice --client-id app")
+    p = _Parser(prog=PROG, description="Describe, resolve and alter Kafka client quotas.",
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action=_VersionAction, help="print the version and exit")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--describe", action="store_true",
                       help="list the entities matching the entity flags, with their quotas")
@@ -107,8 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="who makes the change, for the audit log (default: the OS user)")
     alt.add_argument("--audit-log", metavar="PATH",
                      help="the audit log --alter and --import append to (default: "
-                          "$QUOTA_AUDIT_LOG, else .cache/audit/quota-audit.jsonl, as the "
-                          "dashboard)")
+                          "$QUOTA_AUDIT_LOG, else $XDG_STATE_HOME/quota-console/audit.jsonl, "
+                          "~/.local/state/... without it, as the dashboard)")
     live = p.add_argument_group("live throttling (broker metrics)")
     live.add_argument("--metrics", metavar="URL[,URL...]",
                       help="Prometheus endpoints of the brokers' JMX exporter (LABEL=URL to name "
@@ -300,14 +322,15 @@ def _apply(backend: QuotaBackend, alterations: list[Alteration], loaded, args: a
     """Through the one workflow (quota_core.changes.workflow): guarded, read back, audited.
     ``(outcome, ok)``: not ok when the audit log could not be written after applying, or a
     read-back showed another writer's values (a conflict)."""
-    from ..changes.audit import AuditLog, cluster_fields, default_audit_path, os_user
+    from ..changes.audit import AuditLog, default_audit_path, os_user, store_fields
     from ..changes.workflow import apply_changes
 
     audit = AuditLog(args.audit_log or default_audit_path(os.environ))
-    done = apply_changes(backend, alterations, loaded, actor=args.actor or os_user(),
-                         cluster=cluster_fields(backend.info()), audit=audit, action=action,
-                         extra={"via": f"cli {action}"},
-                         lease_wait_s=getattr(args, "timeout", None))
+    with output.says_where_audited(audit, err):
+        done = apply_changes(backend, alterations, loaded, actor=args.actor or os_user(),
+                             cluster=store_fields(backend), audit=audit, action=action,
+                             extra={"via": f"cli {action}"},
+                             lease_wait_s=getattr(args, "timeout", None))
     if done.conflicts:  # written, but the read-back shows another writer's values: exit 1
         from ..changes.workflow import conflict_message
 
@@ -584,17 +607,17 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
 
 #: Commands with their own flags: name -> (module[:function], what it does); the function
 #: defaults to ``main(argv, out, err)``.
-SUBCOMMANDS = {"collect": (".collect", "scrape broker metrics and snapshot quotas into a "
-                                           "usage history"),
-               "plan": (".plan:plan_main", "compare a desired quota file with the cluster "
-                                               "(exit 0 nothing to do, 2 changes pending)"),
-               "apply": (".plan:apply_main", "apply a plan file exactly, refused if the "
-                                                 "quota set changed since"),
-               "serve-metrics": (".serve_metrics", "serve each bucket's limit, use and entry as Prometheus series"),
-               "configs": (".configs_compat", "a kafka-configs.sh command line, always read "
-                                              "in its dialect (nothing guessed)"),
-               "lint": (".lint", "find the quotas that will hurt someone (exit 0 clean, 2 "
-                                 "findings)")}
+SUBCOMMANDS = {
+    "configs": (".configs_compat", "a kafka-configs.sh command line, read in its dialect"),
+    "plan": (".plan:plan_main", "compare a desired quota file with the cluster (exit 0 nothing "
+                                "to do, 2 changes pending)"),
+    "apply": (".plan:apply_main", "apply a plan file exactly, refused if the quota set changed "
+                                  "since"),
+    "lint": (".lint", "find the quotas that will hurt someone (exit 0 clean, 2 findings)"),
+    "collect": (".collect", "scrape broker metrics and snapshot quotas into a usage history"),
+    "serve-metrics": (".serve_metrics", "serve each bucket's limit, use and entry as "
+                                        "Prometheus series"),
+}
 #: Other packages add subcommands through this entry-point group (pyproject.toml): the
 #: pipeline registers ``analyze`` (Spark), so the core names no pipeline module. Each entry
 #: point is a ``main(argv, out, err) -> int``, loaded only when its name is asked for.
@@ -607,6 +630,28 @@ def registered_subcommands() -> dict:
 
     return {ep.name: ep for ep in entry_points(group=SUBCOMMAND_GROUP)
             if ep.name not in SUBCOMMANDS}
+
+
+def subcommand_lines() -> list[tuple[str, str]]:
+    """Every subcommand with its one line (``--help``): ours, then the registered ones, whose
+    line is the first line of their entry point's docstring."""
+    lines = [(name, what) for name, (_, what) in SUBCOMMANDS.items()]
+    for name, ep in sorted(registered_subcommands().items()):
+        try:
+            doc = (ep.load().__doc__ or "").strip()
+        except Exception:  # noqa: BLE001 - a broken plug-in must not break --help
+            doc = ""
+        lines.append((name, doc.splitlines()[0].rstrip(".") if doc else "(no description)"))
+    return lines
+
+
+def _epilog() -> str:
+    lines = subcommand_lines()
+    width = max(len(name) for name, _ in lines)
+    rows = "\n".join(f"  {name:<{width}}  {what}" for name, what in lines)
+    return (f"subcommands (each has its own --help: {PROG} SUBCOMMAND --help):\n{rows}\n\n"
+            f"example:\n  {PROG} --bootstrap-server 127.0.0.1:9092 --resolve --user alice "
+            f"--client-id app")
 
 
 def _subcommand(name: str, argv: list[str], out: TextIO, err: TextIO) -> int:

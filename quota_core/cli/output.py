@@ -7,6 +7,7 @@ Text follows KIP-546: entities as ``{user=alice, client-id=<default>}`` with nam
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from typing import TYPE_CHECKING, Mapping, Sequence, TextIO
@@ -26,7 +27,29 @@ if TYPE_CHECKING:  # imported where used: --describe needs none of them (start-u
 __all__ = ["format_describe", "write_describe", "format_resolutions", "format_outcome",
            "resolution_to_json", "live_for_key", "format_throttled", "format_spread_grid",
            "entity_text", "format_parsed",
-           "format_alteration", "format_plan", "format_key_change", "window_json"]
+           "format_alteration", "format_plan", "format_key_change", "window_json",
+           "says_where_audited"]
+
+@contextlib.contextmanager
+def says_where_audited(audit, err: TextIO):
+    """Around a write: when it appended to the audit log (an intent, an outcome) and ``err``
+    is a terminal, one line on it after, ``audit: PATH``, so the person who made the change
+    knows where its record is. A script capturing stderr gets no extra line (the path is
+    QUOTA_AUDIT_LOG, ``--audit-log`` or the documented default)."""
+    before = audit.size()
+    try:
+        yield
+    finally:
+        if audit.size() != before and _at_terminal(err):
+            err.write(f"audit: {audit.path}\n")
+
+
+def _at_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
 
 #: Output formats of the CLI.
 FORMATS = ("text", "plain", "json")

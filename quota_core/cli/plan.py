@@ -23,13 +23,13 @@ import os
 from pathlib import Path
 from typing import TextIO
 
-from ..changes.audit import AuditLog, cluster_fields, default_audit_path, os_user
+from ..changes.audit import AuditLog, cluster_fields, default_audit_path, os_user, store_fields
 from ..backends.open import add_backend_arguments, open_backend_from
 from ..errors import (AlterationError, ConcurrentChange, OutcomeUnknown, ParseError, QuotaError,
                       UsageError, ValidationError)
 from ..backends.files import IMPORT_LIMIT, read_text_file
 from .exits import FAILURE, exit_code
-from .output import FORMATS, entity_text, format_key_change, format_plan
+from .output import FORMATS, entity_text, format_key_change, format_plan, says_where_audited
 
 PROG = "kafka-client-quotas"
 #: plan: changes pending (exit 2); every error, wrong flags included, is 1.
@@ -80,7 +80,8 @@ def apply_parser() -> argparse.ArgumentParser:
                    help="who applies it, for the audit log (default: the OS user)")
     p.add_argument("--audit-log", metavar="PATH",
                    help="the audit log (default: $QUOTA_AUDIT_LOG, else "
-                        ".cache/audit/quota-audit.jsonl, as the dashboard)")
+                        "$XDG_STATE_HOME/quota-console/audit.jsonl, ~/.local/state/... "
+                        "without it, as the dashboard)")
     return p
 
 
@@ -257,10 +258,12 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
             if not plan.changes:
                 err.write(f"Nothing to apply: {path} has no changes.\n")
                 return 0
-            done = apply_changes(backend, plan.alterations, plan.base, actor=actor,
-                                 cluster=cluster_fields(backend.info()), audit=audit,
-                                 action="apply", extra={"via": "cli apply", "plan": str(path)},
-                                 lease_wait_s=args.timeout, precheck=unchanged_since_plan)
+            with says_where_audited(audit, err):
+                done = apply_changes(backend, plan.alterations, plan.base, actor=actor,
+                                     cluster=store_fields(backend), audit=audit,
+                                     action="apply",
+                                     extra={"via": "cli apply", "plan": str(path)},
+                                     lease_wait_s=args.timeout, precheck=unchanged_since_plan)
     except _AlreadyApplied:
         err.write(f"Nothing to apply: the cluster already holds the quota set {path} "
                   f"leads to (it was applied already).\n")

@@ -248,7 +248,33 @@ def _bound_by(inp: LintInput, stats):
     return rows
 
 
+def _principal(source: Entity, row) -> Entity | None:
+    """The entry of its own for the principal of ``row``'s bucket under the default entry
+    ``source``: each default name filled with the bucket's tag ({user=<default>} and user
+    alice's bucket: {user=alice}); None when the bucket has no such tag to name it by."""
+    pairs = []
+    for kind, name in source:
+        if name is None:
+            name = row.user if kind == USER else row.client_id
+            if not name:
+                return None
+        pairs.append((kind, name))
+    return Entity.from_pairs(pairs)
+
+
+def _principals_text(source: Entity, n: int) -> str:
+    """What the principals under a default entry are, in words: ``9 users``."""
+    user, client = (source.has(USER) and source.name(USER) is None,
+                    source.has(CLIENT_ID) and source.name(CLIENT_ID) is None)
+    what = ("user and client id pair" if user and client else "user" if user else "client id")
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 def check_chronic(inp: LintInput) -> list[Finding]:
+    """An entry whose buckets are throttled much of the time. A fix never loosens an entry
+    that binds many principals to fit one of them: under a default entry, each chronically
+    throttled principal gets an entry of its own sized from its p99, and the default itself
+    is raised only when most principals under it are throttled (the evidence says how many)."""
     days, limit = inp.options.chronic_days, inp.options.chronic_pct
     stats = U.bucket_stats(U.last_days(inp.usage, days))
     if stats.empty:
@@ -260,27 +286,65 @@ def check_chronic(inp: LintInput) -> list[Finding]:
     for row in stats.itertuples():
         if row.source is not None:
             groups.setdefault((row.source, row.key), []).append(row)
+
+    def is_chronic(r) -> bool:
+        return bool(r.sampled_s) and r.throttled_s / r.sampled_s * 100 > limit
+
     out = []
     for (source, key), rows in sorted(groups.items(), key=lambda kv: (kv[0][0].sort_key(),
                                                                       kv[0][1])):
-        chronic = sorted((r for r in rows if r.sampled_s and
-                          r.throttled_s / r.sampled_s * 100 > limit),
+        chronic = sorted((r for r in rows if is_chronic(r)),
                          key=lambda r: -r.throttled_s / r.sampled_s)
         if not chronic:
             continue
-        hint = U.sized(key, max(r.p99 for r in rows))
         current = inp.quotas.get(source, {}).get(key)
-        if current is not None and current >= hint:
-            continue  # throttled under an older, lower quota: the entry has been raised since
         buckets = [f"{_bucket(r)} {_pct(r.throttled_s / r.sampled_s * 100)}" for r in chronic]
+        seen = (f"{source.display()} {key} ({format_quota(key, current)}) kept "
+                f"{len(chronic)} bucket{'' if len(chronic) == 1 else 's'} throttled more than "
+                f"{limit:g} % of the last {shown_days:.1f} d ({_names(buckets, 4)}, of "
+                f"broker-time sampled)")
+        # Under a default: the principals it binds (a user, a client id, or a pair), each
+        # with its buckets; throttled when one of its buckets is.
+        under: dict[Entity, list] = {}
+        if _is_default(source):
+            for r in rows:
+                own = _principal(source, r)
+                if own is not None:
+                    under.setdefault(own, []).append(r)
+        hot = {e: rs for e, rs in under.items() if any(is_chronic(r) for r in rs)}
+        if not _is_default(source) or len(hot) * 2 > len(under):
+            hint = U.sized(key, max(r.p99 for r in rows))
+            if current is not None and current >= hint:
+                continue  # throttled under an older, lower quota: raised since
+            most = (f"; {len(hot)} of {_principals_text(source, len(under))} under "
+                    f"{source.display()} {'is' if len(hot) == 1 else 'are'} throttled"
+                    if under else "")
+            out.append(Finding(
+                "chronic", "warning", source, key,
+                f"{seen}{most}; the largest per-bucket p99 rate of the buckets it binds is "
+                f"{format_rate(key, hint)}: the fix sets it to that (the sizing hint).",
+                {source: _with(inp.quotas, source, key, hint)}))
+            continue
+        # A few of many: an entry of their own each, the default left as it is.
+        own = {e: U.sized(key, max(r.p99 for r in rs)) for e, rs in hot.items()}
+        own = {e: v for e, v in own.items() if current is None or v > current}
+        if not own:
+            continue  # throttled under an older, lower default: it gives their p99 now
+        ordered = sorted(own.items(), key=lambda kv: kv[0].sort_key())
+        if len(ordered) == 1:
+            e, v = ordered[0]
+            gives = (f"{e.display()} an entry of its own at {format_rate(key, v)}, the largest "
+                     f"per-bucket p99 rate of its buckets (the sizing hint)")
+        else:
+            gives = ("each an entry of its own at the largest per-bucket p99 rate of its "
+                     "buckets (the sizing hint): " + _names(
+                         [f"{e.display()} at {format_rate(key, v)}" for e, v in ordered], 4))
         out.append(Finding(
             "chronic", "warning", source, key,
-            f"{source.display()} {key} ({format_quota(key, current)}) kept "
-            f"{len(chronic)} bucket{'' if len(chronic) == 1 else 's'} throttled more than "
-            f"{limit:g} % of the last {shown_days:.1f} d ({_names(buckets, 4)}, of "
-            f"broker-time sampled); the largest per-bucket p99 rate of the buckets it binds is "
-            f"{format_rate(key, hint)}: the fix sets it to that (the sizing hint).",
-            {source: _with(inp.quotas, source, key, hint)}))
+            f"{seen}; only {len(hot)} of {_principals_text(source, len(under))} under "
+            f"{source.display()} {'is' if len(hot) == 1 else 'are'} throttled, so the default "
+            f"stays as it is; the fix gives {gives}.",
+            {e: _with(inp.quotas, e, key, v) for e, v in own.items()}))
     return out
 
 
@@ -375,7 +439,9 @@ RULES: tuple[Rule, ...] = (
          "keyed by user: those entries keep missing the next users", "key the quota by the client id", check_churning),
     Rule("chronic", "warning", "history",
          "an entry whose buckets were throttled more than X % (--chronic-pct, 10) of the "
-         "last 7 days", "the sizing hint: the largest per-bucket p99 rate", check_chronic),
+         "last 7 days", "the sizing hint, the largest per-bucket p99 rate: under a "
+         "`<default>` an entry of its own for each throttled principal; the default itself "
+         "only when most principals under it are throttled", check_chronic),
 )
 RULE_IDS: tuple[str, ...] = tuple(r.id for r in RULES)
 assert all(r.severity in SEVERITIES for r in RULES) and all(r.needs in NEEDS for r in RULES)

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["HOURLY", "DAILY", "STATE", "VERSIONS", "CHECKPOINTS", "hour_key", "load_state",
-           "save_state", "read_rollups", "read_daily", "hour_files", "add_hour_files"]
+           "save_state", "read_rollups", "read_daily", "hour_files", "add_hour_files",
+           "recorded_files"]
 
 HOURLY = "hourly"
 DAILY = "daily"
@@ -75,6 +76,17 @@ def hour_files(rollups: str | Path, hour: str) -> list[str] | None:
     except FileNotFoundError:
         return None
     return [n for n in names if os.path.exists(n)]
+
+
+def recorded_files(rollups: str | Path) -> set[str]:
+    """Every sample file some hour's record names (rolled up by an earlier run)."""
+    names: set[str] = set()
+    for record in (Path(rollups) / FILES).glob("hour=*.json"):
+        try:
+            names.update(json.loads(record.read_text("utf-8")))
+        except (OSError, ValueError):
+            continue
+    return names
 
 
 def add_hour_files(rollups: str | Path, found: dict[str, list[str]]) -> None:
