@@ -313,3 +313,14 @@ def test_installed_console_serves_the_app_on_loopback_from_the_wheel(installed):
             proc.wait()
     assert proc.returncode == 0, log.read_text()
     assert str(ROOT) not in log.read_text()
+
+
+def test_without_pyspark_the_pipeline_says_how_to_install_it(monkeypatch):
+    """PySpark is the [pipeline] extra: a session asked for without it is one clear error."""
+    from pipeline.errors import PipelineError
+    from pipeline.session import get_session
+
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    with pytest.raises(PipelineError, match=r"quota-console\[pipeline\]"):
+        get_session(with_kafka=False)
