@@ -258,15 +258,21 @@ def test_the_wheel_holds_the_dashboard_under_one_package_and_every_module(instal
 def test_installed_console_serves_the_app_on_loopback_from_the_wheel(installed):
     venv, env, cwd, _ = installed
     bin_ = venv / "bin"
+    # As `streamlit run` does: the app's folder first on sys.path; then every ui module.
     probe = subprocess.run(
         [str(bin_ / "python"), "-c",
-         "import json, quota_core, pipeline, localkafka, streamlit\n"
+         "import importlib, json, pkgutil, sys, quota_core, pipeline, localkafka\n"
          "from quota_core.cli.console import app_path\n"
+         "sys.path.insert(0, str(app_path().parent))\n"
+         "import ui\n"
+         "mods = [importlib.import_module('ui.' + m.name) for m in pkgutil.iter_modules(ui.__path__)]\n"
          "print(json.dumps([quota_core.__file__, pipeline.__file__, localkafka.__file__, "
-         "str(app_path())]))"],
+         "str(app_path())] + [m.__file__ for m in mods]))"],
         capture_output=True, text=True, cwd=cwd, env=env, timeout=60)
     assert probe.returncode == 0, probe.stderr
-    for path in json.loads(probe.stdout):
+    paths = json.loads(probe.stdout)
+    assert Path(paths[3]).parent.name == "quota_console" and len(paths) > 10
+    for path in paths:
         assert Path(path).resolve().is_relative_to(venv.resolve()), path
     assert not str(ROOT) in probe.stdout
 
