@@ -330,3 +330,17 @@ def test_without_pyspark_the_pipeline_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark.sql", None)
     with pytest.raises(PipelineError, match=r"quota-console\[pipeline\]"):
         get_session(with_kafka=False)
+
+
+def test_a_taken_port_or_a_foreign_address_is_a_runtime_failure_in_one_line(capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert console.main(["--port", str(port)]) == 1
+        err = capsys.readouterr().err
+        assert f"port {port} on 127.0.0.1 is in use" in err and len(err.splitlines()) == 1
+    # 192.0.2.1 (TEST-NET-1, RFC 5737) is no address of this machine: Streamlit would raise.
+    assert console.main(["--port", str(_free_port()), "--address", "192.0.2.1"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot listen on 192.0.2.1" in err and "Traceback" not in err

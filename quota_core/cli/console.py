@@ -16,8 +16,9 @@ main script's folder is what Streamlit puts first on ``sys.path`` (so ``import u
 the packaged ``ui``), resolves ``st.Page("pages/...")`` against, and reads the product's
 ``.streamlit/config.toml`` from (its script-level config).
 
-Exit codes as the main command (CONTRACTS): 2 for a usage error (a bad ``--port``,
-``--address`` or ``QUOTA_PORT``), 1 when the app is missing; otherwise Streamlit's own.
+Exit codes as the main command (CONTRACTS): 2 for a usage error (a malformed ``--port``,
+``--address`` or ``QUOTA_PORT``), 1 for a runtime failure (the port is taken, the address is
+not this machine's, the app is missing); otherwise Streamlit's own (0 when stopped).
 
 Streamlit is imported inside :func:`main` only: ``quota_core`` imports no Streamlit at
 package level.
@@ -25,9 +26,11 @@ package level.
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import os
 import re
+import socket
 import sys
 from pathlib import Path
 from typing import Sequence, TextIO
@@ -35,7 +38,7 @@ from typing import Sequence, TextIO
 from ..errors import QuotaError, UsageError
 from .exits import exit_code
 
-__all__ = ["app_path", "build_parser", "streamlit_args", "main", "main_entry"]
+__all__ = ["app_path", "build_parser", "streamlit_args", "check_free", "main", "main_entry"]
 
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 8501
@@ -78,6 +81,29 @@ def _address(text: str) -> str:
                      f"machine only) or --address 0.0.0.0 (every interface)")
 
 
+def check_free(address: str, port: int) -> None:
+    """Raise QuotaError (a runtime failure, exit 1) when the server could not listen on
+    ``address``:``port``: the port is taken, or the address is not one of this machine's.
+    Streamlit would otherwise stop with a traceback for the latter."""
+    try:
+        infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise QuotaError(f"--address {address}: cannot resolve it ({exc.strerror or exc}); give "
+                         f"an IP address or a host name of this machine") from None
+    family, _, _, _, sockaddr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(sockaddr)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise QuotaError(f"port {port} on {address} is in use by another program: stop "
+                                 f"it, or give another --port") from None
+            raise QuotaError(f"cannot listen on {address}:{port} ({exc.strerror or exc}): give "
+                             f"--address an address of this machine (127.0.0.1 by default) "
+                             f"and a --port you may use") from None
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a bad flag raises UsageError (printed once, exit 2) instead of exiting."""
 
@@ -116,6 +142,8 @@ def main(argv: Sequence[str] | None = None, err: TextIO | None = None) -> int:
     err = err or sys.stderr
     try:
         cmd = streamlit_args(argv, dict(os.environ))
+        opts = dict(zip(cmd[2::2], cmd[3::2]))
+        check_free(opts["--server.address"], int(opts["--server.port"]))
     except QuotaError as exc:
         print(f"quota-console: {exc}", file=err)
         return exit_code("main", exc)
