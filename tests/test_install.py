@@ -240,12 +240,16 @@ def test_the_wheel_holds_the_dashboard_under_one_package_and_every_module(instal
     _, _, _, wheel = installed
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"quota_console/app.py", "quota_console/.streamlit/config.toml"} <= names
+    # Every module and data file of the runtime folders (a data file, e.g. a help text, must be
+    # listed in [tool.setuptools.package-data]: include-package-data is off).
     expected = {("quota_console/" if p.parts[len(ROOT.parts)] in ("ui", "pages") else "")
                 + p.relative_to(ROOT).as_posix()
-                for d in RUNTIME for p in (ROOT / d).rglob("*.py")
-                if "__pycache__" not in p.parts}
-    assert sorted(expected - names) == [], "a module of the checkout is missing from the wheel " \
-        "(a new package folder goes into [tool.setuptools] packages in pyproject.toml)"
+                for d in RUNTIME for p in (ROOT / d).rglob("*") if p.is_file()
+                and "__pycache__" not in p.parts and not p.name.startswith(".")
+                and not p.name.endswith((".pyc", "~", ".swp", ".orig", ".rej"))}
+    assert sorted(expected - names) == [], "a file of the checkout is missing from the wheel " \
+        "(a new package folder goes into [tool.setuptools] packages in pyproject.toml, a data " \
+        "file into [tool.setuptools.package-data])"
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"quota_core", "localkafka", "pipeline", "quota_console"}
     assert not any(n.endswith("secrets.toml") for n in names)
