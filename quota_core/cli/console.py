@@ -54,7 +54,8 @@ def app_path(base: Path | None = None) -> Path:
         if candidate.is_file() and (candidate.parent / "pages").is_dir():
             return candidate
     raise QuotaError(f"the dashboard is not installed next to quota_core in {base} (no "
-                     f"quota_console/app.py): reinstall the package (pip install quota-console)")
+                     f"quota_console/app.py): reinstall the package from its wheel or checkout "
+                     f"(pip install --force-reinstall ...)")
 
 
 def _port(text: str, source: str = "--port") -> int:
