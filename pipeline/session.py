@@ -47,7 +47,16 @@ def get_session(app_name: str = APP_NAME, conf: Mapping[str, str] | None = None,
     the executors only ("Failed to find data source: kafka"), so the jars are added with SQL's
     ``ADD JAR``, which loads them in the driver and ships them to the executors.
     """
-    from pyspark.sql import SparkSession
+    try:
+        from pyspark.sql import SparkSession
+    except ModuleNotFoundError as exc:  # PySpark is the package's [pipeline] extra
+        if (exc.name or "").split(".")[0] != "pyspark":
+            raise
+        from .errors import PipelineError
+
+        raise PipelineError("the Spark pipeline needs PySpark, which is not installed: "
+                            "pip install 'quota-console[pipeline]' (in a checkout, make venv "
+                            "installs it)") from None
 
     # Python workers (if any) must be this interpreter, not whatever `python3` is on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
