@@ -308,7 +308,8 @@ def _apply(backend: QuotaBackend, alterations: list[Alteration], loaded, args: a
     done = apply_changes(backend, alterations, loaded, actor=args.actor or os_user(),
                          cluster=cluster_fields(backend.info()), audit=audit, action=action,
                          extra={"via": f"cli {action}"},
-                         lease_wait_s=getattr(args, "timeout", None))
+                         lease_wait_s=getattr(args, "timeout", None),
+                         progress=lambda line: err.write(f"{PROG}: {line}\n"))
     if done.conflicts:  # written, but the read-back shows another writer's values: exit 1
         from ..changes.workflow import conflict_message
 

@@ -264,7 +264,8 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
             done = apply_changes(backend, plan.alterations, plan.base, actor=actor,
                                  cluster=cluster_fields(backend.info()), audit=audit,
                                  action="apply", extra={"via": "cli apply", "plan": str(path)},
-                                 lease_wait_s=args.timeout, precheck=unchanged_since_plan)
+                                 lease_wait_s=args.timeout, precheck=unchanged_since_plan,
+                                 progress=lambda line: err.write(f"{prefix}: {line}\n"))
     except _AlreadyApplied:
         err.write(f"Nothing to apply: the cluster already holds the quota set {path} "
                   f"leads to (it was applied already).\n")
