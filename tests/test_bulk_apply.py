@@ -276,3 +276,48 @@ def test_a_renamed_sandbox_keeps_its_id_and_an_older_file_adopts_its_own(tmp_pat
     assert SandboxBackend(moved).identity() == first
     shutil.copyfile(moved, tmp_path / "copy.sqlite")
     assert SandboxBackend(tmp_path / "copy.sqlite").identity() not in (first, None)
+
+
+_PAUSE_IN_ALTER = """
+import sys, time
+from quota_core.backends import sandbox
+real = sandbox.SandboxBackend.alter
+def slow(self, alterations, validate_only=False):
+    if not validate_only:
+        print("sending", flush=True); time.sleep(60)
+    return real(self, alterations, validate_only)
+sandbox.SandboxBackend.alter = slow
+from quota_core.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_sigterm_mid_import_closes_every_intent(tmp_path, audit_log):
+    """``timeout 600 kafka-client-quotas --import ...`` (SIGTERM): the intents get their
+    outcome lines before the process ends; the sandbox's transaction is rolled back."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    src = tmp_path / "big.json"
+    src.write_text(dumps(bulk(200)))
+    store = sandbox_with(tmp_path / "s.sqlite", {})
+    proc = subprocess.Popen([sys.executable, "-c", _PAUSE_IN_ALTER, "--sandbox", store,
+                             "--import", str(src)],
+                            env={**os.environ, "PYTHONPATH": str(root)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "sending"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert err.strip().endswith("stopped by SIGTERM; the audit log says what was sent."), err
+    outcomes = [r for r in lines(audit_log) if r["phase"] == "outcome"]
+    assert open_intents(audit_log) == [] and len(outcomes) == 200
+    assert {r["outcome"] for r in outcomes} == {"unknown"}
+    assert "SIGTERM" in outcomes[0]["note"]
+    assert state(store) == {}

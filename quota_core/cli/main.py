@@ -31,6 +31,7 @@ from ..entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity, _is_utf8_text
 from ..errors import (AlterationError, OutcomeUnknown, ParseError, QuotaError, UsageError,
                       ValidationError)
 from .exits import exit_code
+from .signals import Terminated
 from ..filters import EntityFilter, FilterComponent
 from ..backends.files import IMPORT_LIMIT, read_text_file
 from ..resolution import resolve, resolve_ip
@@ -304,12 +305,15 @@ def _apply(backend: QuotaBackend, alterations: list[Alteration], loaded, args: a
     from ..changes.audit import AuditLog, cluster_fields, default_audit_path, os_user
     from ..changes.workflow import apply_changes
 
+    from .signals import sigterm_raises
+
     audit = AuditLog(args.audit_log or default_audit_path(os.environ))
-    done = apply_changes(backend, alterations, loaded, actor=args.actor or os_user(),
-                         cluster=cluster_fields(backend.info()), audit=audit, action=action,
-                         extra={"via": f"cli {action}"},
-                         lease_wait_s=getattr(args, "timeout", None),
-                         progress=lambda line: err.write(f"{PROG}: {line}\n"))
+    with sigterm_raises():  # a SIGTERM closes the audit intents before the process ends
+        done = apply_changes(backend, alterations, loaded, actor=args.actor or os_user(),
+                             cluster=cluster_fields(backend.info()), audit=audit,
+                             action=action, extra={"via": f"cli {action}"},
+                             lease_wait_s=getattr(args, "timeout", None),
+                             progress=lambda line: err.write(f"{PROG}: {line}\n"))
     if done.conflicts:  # written, but the read-back shows another writer's values: exit 1
         from ..changes.workflow import conflict_message
 
@@ -496,6 +500,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     except KeyboardInterrupt:  # Ctrl-C during a wait: one line, the shell's status for SIGINT
         err.write(f"{PROG}: interrupted (Ctrl-C).\n")
         return 130
+    except Terminated:  # SIGTERM during a write, after its audit intents were closed
+        err.write(f"{PROG}: stopped by SIGTERM; the audit log says what was sent.\n")
+        return 143
     except BrokenPipeError:
         return 0
     except Exception as exc:  # a bug: one line rather than a traceback (the fuzz test finds them)

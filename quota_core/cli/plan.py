@@ -225,6 +225,7 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     unknown."""
     from ..plan import check_plan_cluster, plan_key, read_plan, since_plan, verify_plan
     from ..changes.workflow import apply_changes
+    from .signals import sigterm_raises
 
     try:
         args = _parse(apply_parser(), argv, err, out)
@@ -266,11 +267,13 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
             if not plan.changes:
                 err.write(f"Nothing to apply: {path} has no changes.\n")
                 return 0
-            done = apply_changes(backend, plan.alterations, plan.base, actor=actor,
-                                 cluster=cluster_fields(backend.info()), audit=audit,
-                                 action="apply", extra={"via": "cli apply", "plan": str(path)},
-                                 lease_wait_s=args.timeout, precheck=unchanged_since_plan,
-                                 progress=lambda line: err.write(f"{prefix}: {line}\n"))
+            with sigterm_raises():  # a SIGTERM closes the audit intents first
+                done = apply_changes(backend, plan.alterations, plan.base, actor=actor,
+                                     cluster=cluster_fields(backend.info()), audit=audit,
+                                     action="apply",
+                                     extra={"via": "cli apply", "plan": str(path)},
+                                     lease_wait_s=args.timeout, precheck=unchanged_since_plan,
+                                     progress=lambda line: err.write(f"{prefix}: {line}\n"))
     except _AlreadyApplied:
         err.write(f"Nothing to apply: the cluster already holds the quota set {path} "
                   f"leads to (it was applied already).\n")
