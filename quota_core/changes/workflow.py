@@ -256,18 +256,17 @@ def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
     for a in alterations:
         first.setdefault(a.entity, a)
     n = len(first)
-    report = ApplyProgress(progress, n)
-    report.step(f"preparing {n:,} intents")
-    # Planned before the lease: the re-read under it refuses any entity that no longer holds
-    # what was loaded, so these are the values it holds when the change is sent.
-    before = {e: dict(loaded.get(e, {})) for e in first}
-    meant = {e: apply_ops(before[e], a.ops) for e, a in first.items()}
-    intents = {e: new_record(actor=actor, cluster=cluster, alteration=a,
-                             before=before[e], after=meant[e],
-                             action="delete" if action == "alter" and not meant[e]
-                             else action, outcome="intent", extra=extra, phase="intent")
-               for e, a in first.items()}
-    with report:
+    with ApplyProgress(progress, n) as report:
+        report.step(f"preparing {n:,} intents")
+        # Planned before the lease: the re-read under it refuses any entity that no longer
+        # holds what was loaded, so these are the values it holds when the change is sent.
+        before = {e: dict(loaded.get(e, {})) for e in first}
+        meant = {e: apply_ops(before[e], a.ops) for e, a in first.items()}
+        intents = {e: new_record(actor=actor, cluster=cluster, alteration=a,
+                                 before=before[e], after=meant[e],
+                                 action="delete" if action == "alter" and not meant[e]
+                                 else action, outcome="intent", extra=extra, phase="intent")
+                   for e, a in first.items()}
         report.step("waiting for the write lease")
         recorded = sent = closed = False
         try:
