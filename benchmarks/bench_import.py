@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -158,27 +159,26 @@ class Cluster:
 
 
 def measure(store, size: int, export: Path, tmp: Path, commands: list[str]
-            ) -> list[tuple[str, float, tuple[int, int, int]]]:
-    """The timed commands for one size on one store: (command, seconds, audit counts)."""
-    results = []
+            ) -> Iterator[tuple[str, float, tuple[int, int, int]]]:
+    """The timed commands for one size on one store: (command, seconds, audit counts), each
+    as soon as it is measured."""
     if "import" in commands:
         audit = tmp / f"{store.name}-import-{size}.jsonl"
         where = store.fresh()
         took = run([*where, "--import", str(export)], audit)
         assert store.count() == size, f"{store.name} import holds {store.count()}, not {size}"
-        results.append(("import", took, audit_counts(audit)))
+        yield "import", took, audit_counts(audit)
     if "plan" in commands or "apply" in commands:
         audit = tmp / f"{store.name}-apply-{size}.jsonl"
         where = store.fresh()
         plan = tmp / f"{store.name}-plan-{size}.json"
         took = run(["plan", str(export), *where, "--out", str(plan)], audit, ok=(2,))
         if "plan" in commands:
-            results.append(("plan", took, (0, 0, 0)))
+            yield "plan", took, (0, 0, 0)
         if "apply" in commands:
             took = run(["apply", str(plan), *where], audit)
             assert store.count() == size, f"{store.name} apply holds {store.count()}, not {size}"
-            results.append(("apply", took, audit_counts(audit)))
-    return results
+            yield "apply", took, audit_counts(audit)
 
 
 def main() -> None:
