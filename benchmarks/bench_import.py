@@ -23,14 +23,16 @@ run starts from an empty cluster. Hold the shared lock while it runs:
         [--json]
 
 With ``--json`` each run is also printed as one JSON object per line:
-``{"backend", "command", "entries", "seconds", "per_1000_s", "ratio_vs_10k", "intents",
-"outcomes"}``.
+``{"backend", "command", "entries", "seconds", "per_1000_s", "ratio_vs_10k", "lease_s",
+"intents", "outcomes"}``. ``lease_s`` is how long the command held the write lease (from the
+waiting-for-the-lease step to the recording of the outcomes, read from its progress lines).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -72,17 +74,24 @@ def child_env(audit: Path) -> dict[str, str]:
     return env
 
 
-def run(argv: list[str], audit: Path, ok: tuple[int, ...] = (0,)) -> float:
+#: The progress lines that open and close the write lease (quota_core.changes.progress).
+_LEASE_STEPS = re.compile(r": (waiting for the write lease|recording [0-9,]+ outcomes in the "
+                          r"audit log) \(([0-9.]+) s so far\)$", re.M)
+
+
+def run(argv: list[str], audit: Path, ok: tuple[int, ...] = (0,)) -> tuple[float, float | None]:
     """Seconds of one whole ``kafka-client-quotas`` process (stdout discarded; stderr kept for a
-    failure)."""
+    failure), and how long it held the write lease (from its progress lines; None without)."""
     began = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "quota_core", *argv], env=child_env(audit),
                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     took = time.perf_counter() - began
+    err = proc.stderr.decode(errors="replace")
     if proc.returncode not in ok:
-        raise SystemExit(f"{argv[:3]}... exited {proc.returncode}:\n"
-                         f"{proc.stderr.decode(errors='replace')[-3000:]}")
-    return took
+        raise SystemExit(f"{argv[:3]}... exited {proc.returncode}:\n{err[-3000:]}")
+    steps = dict((m.group(1).split()[0], float(m.group(2))) for m in _LEASE_STEPS.finditer(err))
+    lease = steps["recording"] - steps["waiting"] if len(steps) == 2 else None
+    return took, lease
 
 
 def audit_counts(audit: Path) -> tuple[int, int, int]:
@@ -159,26 +168,26 @@ class Cluster:
 
 
 def measure(store, size: int, export: Path, tmp: Path, commands: list[str]
-            ) -> Iterator[tuple[str, float, tuple[int, int, int]]]:
-    """The timed commands for one size on one store: (command, seconds, audit counts), each
-    as soon as it is measured."""
+            ) -> Iterator[tuple[str, float, float | None, tuple[int, int, int]]]:
+    """The timed commands for one size on one store: (command, seconds, seconds the write
+    lease was held, audit counts), each as soon as it is measured."""
     if "import" in commands:
         audit = tmp / f"{store.name}-import-{size}.jsonl"
         where = store.fresh()
-        took = run([*where, "--import", str(export)], audit)
+        took, lease = run([*where, "--import", str(export)], audit)
         assert store.count() == size, f"{store.name} import holds {store.count()}, not {size}"
-        yield "import", took, audit_counts(audit)
+        yield "import", took, lease, audit_counts(audit)
     if "plan" in commands or "apply" in commands:
         audit = tmp / f"{store.name}-apply-{size}.jsonl"
         where = store.fresh()
         plan = tmp / f"{store.name}-plan-{size}.json"
-        took = run(["plan", str(export), *where, "--out", str(plan)], audit, ok=(2,))
+        took, _ = run(["plan", str(export), *where, "--out", str(plan)], audit, ok=(2,))
         if "plan" in commands:
-            yield "plan", took, (0, 0, 0)
+            yield "plan", took, None, (0, 0, 0)
         if "apply" in commands:
-            took = run(["apply", str(plan), *where], audit)
+            took, lease = run(["apply", str(plan), *where], audit)
             assert store.count() == size, f"{store.name} apply holds {store.count()}, not {size}"
-            yield "apply", took, audit_counts(audit)
+            yield "apply", took, lease, audit_counts(audit)
 
 
 def main() -> None:
@@ -196,7 +205,7 @@ def main() -> None:
     started = time.perf_counter()
     base: dict[tuple[str, str], float] = {}
     print(f"{'backend':8} {'command':8} {'entries':>8} {'seconds':>9} {'s/1k':>7} "
-          f"{'vs 10k':>7}  audit (intents / outcomes / open)")
+          f"{'vs 10k':>7} {'lease s':>8}  audit (intents / outcomes / open)")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         exports = {}
@@ -207,7 +216,7 @@ def main() -> None:
             store = Sandbox(tmp) if backend == "sandbox" else Cluster(tmp, args.brokers)
             try:
                 for size in sizes:
-                    for command, took, (intents, outcomes, open_) in measure(
+                    for command, took, lease, (intents, outcomes, open_) in measure(
                             store, size, exports[size], tmp, commands):
                         per_1000 = took / size * 1000
                         if size == BASE:
@@ -215,7 +224,8 @@ def main() -> None:
                         ref = base.get((backend, command))
                         ratio = per_1000 / ref if ref else None
                         print(f"{backend:8} {command:8} {size:>8,} {took:>9.2f} {per_1000:>7.3f} "
-                              f"{'' if ratio is None else f'{ratio:.2f}':>7}  "
+                              f"{'' if ratio is None else f'{ratio:.2f}':>7} "
+                              f"{'' if lease is None else f'{lease:.1f}':>8}  "
                               + (f"{intents:,} / {outcomes:,} / {open_:,}" if intents else "-"),
                               flush=True)
                         if args.json:
@@ -223,6 +233,7 @@ def main() -> None:
                                 "backend": backend, "command": command, "entries": size,
                                 "seconds": round(took, 3), "per_1000_s": round(per_1000, 4),
                                 "ratio_vs_10k": None if ratio is None else round(ratio, 3),
+                                "lease_s": None if lease is None else round(lease, 2),
                                 "intents": intents, "outcomes": outcomes}), flush=True)
             finally:
                 store.close()
