@@ -136,12 +136,12 @@ class Sandbox:
 class Cluster:
     name = "kafka"
 
-    def __init__(self, tmp: Path, brokers: int) -> None:
+    def __init__(self, tmp: Path, brokers: int, timeout_s: float) -> None:
         from localkafka import LocalCluster
 
         self.cluster = LocalCluster(tmp / "cluster", brokers=brokers)
         self.cluster.start()
-        self.where = ["--bootstrap-server", self.cluster.bootstrap, "--timeout", "60"]
+        self.where = ["--bootstrap-server", self.cluster.bootstrap, "--timeout", f"{timeout_s:g}"]
 
     def _backend(self):
         from quota_core.backends.kafka import KafkaBackend
@@ -196,6 +196,8 @@ def main() -> None:
     parser.add_argument("--backends", default="sandbox,kafka")
     parser.add_argument("--commands", default="import,plan,apply")
     parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="the commands' --timeout on the cluster (default 60)")
     parser.add_argument("--json", action="store_true",
                         help="also print one JSON object per run")
     args = parser.parse_args()
@@ -213,7 +215,7 @@ def main() -> None:
             exports[size] = tmp / f"quotas-{size}.json"
             exports[size].write_text(dumps(quota_set(size)))
         for backend in backends:
-            store = Sandbox(tmp) if backend == "sandbox" else Cluster(tmp, args.brokers)
+            store = Sandbox(tmp) if backend == "sandbox" else Cluster(tmp, args.brokers, args.timeout)
             try:
                 for size in sizes:
                     for command, took, lease, (intents, outcomes, open_) in measure(
