@@ -321,3 +321,29 @@ def test_a_sigterm_mid_import_closes_every_intent(tmp_path, audit_log):
     assert {r["outcome"] for r in outcomes} == {"unknown"}
     assert "SIGTERM" in outcomes[0]["note"]
     assert state(store) == {}
+
+
+def test_a_bigger_write_asks_for_a_longer_lease(tmp_path, audit_log, monkeypatch):
+    """Kafka's lease expires (its transaction times out): a write of many entities asks for
+    it long enough, and checks before sending that enough of it is left."""
+    from quota_core.changes import workflow
+
+    asked: list[tuple[float, float]] = []
+    needs: list[float] = []
+
+    class Recording(SandboxBackend):
+        def write_lease(self, holder, wait_s, hold_s=None):
+            asked.append(hold_s)
+            return super().write_lease(holder, wait_s, hold_s)
+
+    real = WriteLease.ensure
+    monkeypatch.setattr(WriteLease, "ensure",
+                        lambda self, need_s: needs.append(need_s) or real(self, need_s))
+    for n in (1, N):
+        path = tmp_path / f"s{n}.sqlite"
+        sandbox_with(path, {})
+        apply_changes(Recording(path), alterations(bulk(n)), {}, actor="t", cluster={},
+                      audit=AuditLog(audit_log))
+    per = workflow.LEASE_S_PER_1000 * (N - 1) / 1000
+    assert needs[1] - needs[0] == pytest.approx(per)
+    assert asked[1] - asked[0] == pytest.approx(2 * per) and asked[1] > needs[1]

@@ -993,14 +993,15 @@ class KafkaBackend(QuotaBackend):
             unknown_label="outcome unknown (accepted by the cluster, not yet shown by "
                           + names + ")")
 
-    def write_lease(self, holder: str, wait_s: float):
+    def write_lease(self, holder: str, wait_s: float, hold_s: float | None = None):
         """The cluster's write lease (:mod:`quota_core.backends.kafka_lease`), with this backend's
-        connection settings."""
-        from .kafka_lease import kafka_write_lease
+        connection settings, held for ``QUOTA_LEASE_SECONDS`` or ``hold_s``, the longer."""
+        from .kafka_lease import hold_seconds, kafka_write_lease
 
         return kafka_write_lease(self.config.librdkafka_config() | {
             "bootstrap.servers": self.bootstrap_servers}, holder, wait_s,
-            principal=self.config.principal())
+            principal=self.config.principal(),
+            hold_s=None if hold_s is None else max(hold_seconds(), hold_s))
 
     def info(self) -> ClusterInfo:
         # The cluster id of the Metadata answer is DescribeCluster's (both read it from the

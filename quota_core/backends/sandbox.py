@@ -378,10 +378,12 @@ class SandboxBackend(QuotaBackend):
         return self.path.with_name(self.path.name + "-lease")
 
     @contextlib.contextmanager
-    def write_lease(self, holder: str, wait_s: float) -> Iterator[WriteLease]:
+    def write_lease(self, holder: str, wait_s: float,
+                    hold_s: float | None = None) -> Iterator[WriteLease]:
         """The file's write transaction, held (``BEGIN IMMEDIATE``, waiting up to ``wait_s``)
-        until the block ends: committed then, rolled back if it raises. Who holds it is
-        written beside the file (``PATH-lease``) so a writer that waits can name them."""
+        until the block ends: committed then, rolled back if it raises (it never expires, so
+        ``hold_s`` changes nothing). Who holds it is written beside the file (``PATH-lease``)
+        so a writer that waits can name them."""
         with self._lock:
             if self._leased:
                 raise LeaseUnavailable("This sandbox connection already holds its write lease.")

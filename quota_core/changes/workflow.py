@@ -27,6 +27,12 @@ from ..live import TrafficChange, traffic_impact
 from ..impact import (ClientChange, KeyChange, apply_alteration, client_impact, entity_diff,
                       ensure_unchanged, ip_impact)
 
+#: How much longer a guarded write may take per 1,000 entities than its fixed part (the
+#: lease, a describe, one request): the guard read, the intents, the alter and the read-back
+#: of 100,000 entities held a 3-broker cluster's lease for about BENCH s (issue 32). A write
+#: asks for its lease, and checks before sending that the lease has left, this much more.
+LEASE_S_PER_1000 = 1.0
+
 __all__ = ["Preview", "Applied", "AppliedSet", "preview", "apply_change", "apply_changes",
            "conflict_message", "read_back_set"]
 
@@ -256,6 +262,11 @@ def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
     for a in alterations:
         first.setdefault(a.entity, a)
     n = len(first)
+    timeout_s = float(getattr(backend, "timeout_s", 10.0))
+    # the alter and its read-back must end while the lease is held: a bigger write asks for
+    # a longer lease, and for that much of it to be left before sending
+    sending_s = min(timeout_s, 20.0) + 10.0 + n / 1000 * LEASE_S_PER_1000
+    hold_s = sending_s + n / 1000 * LEASE_S_PER_1000  # and the guard read and intents before
     with ApplyProgress(progress, n) as report:
         report.step(f"preparing {n:,} intents")
         # Planned before the lease: the re-read under it refuses any entity that no longer
@@ -270,7 +281,7 @@ def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
         report.step("waiting for the write lease")
         recorded = sent = closed = False
         try:
-            with backend.write_lease(actor, wait_s) as lease:
+            with backend.write_lease(actor, wait_s, hold_s=hold_s) as lease:
                 report.step(f"checking that the {n:,} entities still hold what was read")
                 if precheck is not None:
                     precheck(backend)
@@ -279,8 +290,7 @@ def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
                 report.step(f"recording {n:,} intents in the audit log")
                 audit.append_many(list(intents.values()))  # durable before anything is sent
                 recorded = True
-                # the alter and its read-back must end while the lease is held
-                lease.ensure(min(float(getattr(backend, "timeout_s", 10.0)), 20.0) + 10.0)
+                lease.ensure(sending_s)
                 report.step("sending the changes")
                 sent = True
                 try:
