@@ -215,7 +215,8 @@ def main() -> None:
             exports[size] = tmp / f"quotas-{size}.json"
             exports[size].write_text(dumps(quota_set(size)))
         for backend in backends:
-            store = Sandbox(tmp) if backend == "sandbox" else Cluster(tmp, args.brokers, args.timeout)
+            store = (Sandbox(tmp) if backend == "sandbox"
+                     else Cluster(tmp, args.brokers, args.timeout))
             try:
                 for size in sizes:
                     for command, took, lease, (intents, outcomes, open_) in measure(

@@ -43,8 +43,11 @@ class ApplyProgress:
 
     def _say(self, text: str) -> None:
         with self._lock:
+            emit = self._emit
+            if emit is None:
+                return
             try:
-                self._emit(f"{text} ({time.monotonic() - self._started:.1f} s so far)")  # type: ignore[misc]
+                emit(f"{text} ({time.monotonic() - self._started:.1f} s so far)")
             except Exception:  # noqa: BLE001 - a broken progress sink must not stop the apply
                 self._emit = None
 

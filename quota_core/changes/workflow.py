@@ -3,11 +3,13 @@
 Every writer goes through here (the Edit page, the CLI's alter and import, plan/apply), so
 all of them validate the same way, refuse the same concurrent changes and write the same
 audit log. :func:`preview` is ``checked_alter(validate_only=True)`` plus the diff and the
-client impact; :func:`apply_changes` (one entity: :func:`apply_change`) takes the store's
-write lease, re-reads the entities once (the guard read), refuses with :class:`~quota_core.errors.ConcurrentChange`
-if any moved since it was loaded, writes and fsyncs the audit intents, applies in one request,
-reads the result back once (bounded: no second polling loop), releases the lease and appends one outcome line per entity. A read-back
-that is not what this writer wrote is a conflict, never "applied".
+client impact; :func:`apply_changes` (one entity: :func:`apply_change`) builds the audit
+intents, takes the store's write lease, re-reads the entities once (the guard read), refuses
+with :class:`~quota_core.errors.ConcurrentChange` if any moved since it was loaded, writes and
+fsyncs the intents, applies in one request, reads the result back once (bounded: no second
+polling loop), releases the lease and appends one outcome line per entity. A read-back that is
+not what this writer wrote is a conflict, never "applied". Every step is linear in the
+entities (issue 32).
 """
 from __future__ import annotations
 
