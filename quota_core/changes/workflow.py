@@ -31,7 +31,7 @@ from ..impact import (ClientChange, KeyChange, apply_alteration, client_impact, 
 
 #: How much longer a guarded write may take per 1,000 entities than its fixed part (the
 #: lease, a describe, one request): the guard read, the intents, the alter and the read-back
-#: of 100,000 entities held a 3-broker cluster's lease for 64 s on 2 busy cores (issue 32).
+#: of 100,000 entities held a 3-broker cluster's lease 32 s (64 s on busier cores; issue 32).
 #: A write asks for its lease, and checks before sending that the lease has left, this much
 #: more.
 LEASE_S_PER_1000 = 1.0
