@@ -53,6 +53,7 @@ def listen_address(args: argparse.Namespace) -> tuple[str, int]:
     :class:`UsageError` for what the user must fix."""
     from ..telemetry.exporter import parse_listen
 
+    address = parse_listen(args.listen)
     if args.metrics:
         from ..telemetry.collector import parse_endpoints
 
@@ -68,7 +69,11 @@ def listen_address(args: argparse.Namespace) -> tuple[str, int]:
         if not (math.isfinite(value) and value > 0):
             raise ParseError(f"--{flag.replace('_', '-')} {value:g}: give a number of seconds "
                              f"greater than 0.")
-    return parse_listen(args.listen)
+    if args.sandbox:  # serving a mistyped path as an empty quota set would hide the typo
+        from ..backends.open import require_sandbox_file
+
+        require_sandbox_file(args.sandbox)
+    return address
 
 
 def start(backend, args: argparse.Namespace, host: str, port: int, log, timeout: float):
