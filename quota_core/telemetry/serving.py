@@ -79,15 +79,19 @@ class MetricsServer(ThreadingHTTPServer):
     request_queue_size = 64
 
     def __init__(self, address: tuple[str, int], scrape: Callable[[], Sequence], *,
-                 cache_s: float = CACHE_S, io_timeout: float = IO_TIMEOUT_S,
-                 max_connections: int = MAX_CONNECTIONS,
+                 cache_s: float | None = None, io_timeout: float | None = None,
+                 max_connections: int | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self._scrape, self.cache_s, self.io_timeout, self.clock = scrape, cache_s, io_timeout, clock
+        self._scrape, self.clock = scrape, clock
+        self.cache_s = CACHE_S if cache_s is None else cache_s
+        self.io_timeout = IO_TIMEOUT_S if io_timeout is None else io_timeout
+        self.max_connections = MAX_CONNECTIONS if max_connections is None else max_connections
         self._lock = threading.Lock()  # held by the one scrape in flight; waiters reuse it
         self._families: Sequence | None = None
         self._made_at = 0.0
         self._texts: dict[str, bytes] = {}
-        self._slots = threading.BoundedSemaphore(max_connections)
+        self._slots = threading.BoundedSemaphore(self.max_connections)
+        self._open, self._count_lock = 0, threading.Lock()
         self.scrapes = 0  # how many scrapes ran (tests, and the README's claim)
         self.address_family = _family(*address)
         super().__init__(address, _Handler)
@@ -106,22 +110,34 @@ class MetricsServer(ThreadingHTTPServer):
                 self._texts[content_type] = encoder(_Fixed(self._families))
             return self._texts[content_type], content_type
 
+    @property
+    def open_connections(self) -> int:
+        """Connections being served now (each on its thread)."""
+        return self._open
+
     # A slot per connection: a flood of connections cannot start unbounded threads.
     def process_request(self, request, client_address) -> None:
         if not self._slots.acquire(blocking=False):
             self.shutdown_request(request)
             return
+        with self._count_lock:
+            self._open += 1
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._release()
             raise
 
     def process_request_thread(self, request, client_address) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._release()
+
+    def _release(self) -> None:
+        with self._count_lock:
+            self._open -= 1
+        self._slots.release()
 
     def handle_error(self, request, client_address) -> None:
         pass  # a client that timed out or went away: nothing to report, nothing to fix
