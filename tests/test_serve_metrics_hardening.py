@@ -209,3 +209,15 @@ def test_a_normal_scrape_stays_fast_beside_slow_and_idle_clients(tmp_path, monke
             server.shutdown()
             server.server_close()
     assert lines[-1].startswith("serve-metrics: serving http://127.0.0.1:")
+
+
+def test_collect_on_a_missing_sandbox_is_the_same_usage_error(tmp_path):
+    """collect (and collect --serve) snapshotted a mistyped sandbox path as an empty quota set."""
+    missing = str(tmp_path / "typo.sqlite")
+    out, err = StringIO(), StringIO()
+    code = main(["collect", "--sandbox", missing, "--metrics", "http://127.0.0.1:9/m", "--to",
+                 str(tmp_path / "history"), "--serve", "127.0.0.1:0"], out, err)
+    assert code == 2
+    assert err.getvalue() == (f"kafka-client-quotas collect: error: No sandbox file at {missing}: "
+                              f"it is created by --alter, --import or --init. Check the path.\n")
+    assert not (tmp_path / "typo.sqlite").exists() and not (tmp_path / "history").exists()
