@@ -7,10 +7,13 @@ Example::
 
 Each scrape of ``http://HOST:PORT/metrics`` reads the quota set, sweeps the brokers' endpoints
 and serves the limit, use and entry of every bucket (quota_core.telemetry.exporter). Without
-``--metrics`` it serves the configured quota values and its own health only.
+``--metrics`` it serves the configured quota values and its own health only. One scrape
+serves every request of the next few seconds, and slow or idle connections are timed out
+(quota_core.telemetry.serving).
 
 Exit status: 0 stopped cleanly; 1 the cluster or sandbox could not be read at the start, or
-the address cannot be listened on; 2 a usage error (a malformed --listen, URL or number).
+the address cannot be listened on; 2 a usage error (a malformed --listen, URL or number, or a
+--sandbox file that does not exist).
 """
 from __future__ import annotations
 
