@@ -507,9 +507,10 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError(f"--timeout {args.timeout:g}: give a number of seconds between 0 and "
                          f"3600.")
     read_only = args.describe or args.resolve or args.export or args.throttled
-    if args.sandbox and read_only and not Path(args.sandbox).exists():
-        raise UsageError(f"No sandbox file at {args.sandbox}: it is created by --alter, "
-                         f"--import or --init. Check the path.")
+    if args.sandbox and read_only:
+        from ..backends.open import require_sandbox_file
+
+        require_sandbox_file(args.sandbox)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
