@@ -239,7 +239,7 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
     visible), and the exit stays 0 for them."""
     if not (args.metrics or args.metrics_template):
         return None, False, None
-    from ..coverage import endpoint_address, unwatched, unwatched_sentence
+    from ..coverage import endpoint_address, unread_brokers, unwatched, unwatched_sentence
     from ..live import join_usage
     from ..spread import Reach
     from ..telemetry.scrape import redirect_note
@@ -256,8 +256,12 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
     missing = unwatched(cluster.node_ids, series.brokers)
     for node in missing:
         err.write(f"{PROG}: {unwatched_sentence(node, failed_names)}\n")
-    # Which brokers the figures cover, for the per-broker view (quota_core.spread).
-    reach = Reach(tuple(series.brokers), tuple(failed_names) + tuple(missing))
+    # Which brokers the figures cover, for the per-broker view (quota_core.spread) and the
+    # verdict (quota_core.live.live_verdict): each broker not read once, by node id where
+    # known (quota_core.coverage.unread_brokers).
+    reach = Reach(tuple(series.brokers),
+                  unread_brokers(cluster.node_ids, series.brokers,
+                                 [(name, None) for name in failed_names]))
     return join_usage(series, quotas), bool(errors), reach
 
 
