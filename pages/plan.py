@@ -16,6 +16,7 @@ from quota_core.units import format_quota
 from quota_core.changes.workflow import apply_changes
 from ui.live import feed
 from ui.render import traffic_rows
+from ui.spread import preview_unread
 from ui.context import context, secrets_dict
 from ui.sidebar import editing_gate
 from ui.registry import registry
@@ -140,6 +141,7 @@ if plan.changes:
     if impact.traffic:
         st.markdown("**At today's rates** (live metrics):")
         st.dataframe(traffic_rows(impact.traffic), hide_index=True)
+        preview_unread()  # brokers not read: named, never judged (quota_core.live)
 
 if not plan.changes:
     st.stop()

@@ -297,9 +297,11 @@ def bucket_spreads(rows: Iterable, brokers: Iterable[str] | None = None,
     return {b: spread(rs[0].key, rs, known, unread=unread) for b, rs in grouped.items()}
 
 
-def judged_spread(rows: Iterable, brokers: Iterable[str] = ()) -> Spread:
+def judged_spread(rows: Iterable, brokers: Iterable[str] = (),
+                  unread: Iterable[str] = ()) -> Spread:
     """One bucket's rows judged by their rate against their quota only (a preview at today's
-    rates: the broker's throttle time today belongs to the old quota, so it is left out)."""
+    rates: the broker's throttle time today belongs to the old quota, so it is left out);
+    ``unread`` the brokers whose figures are unknown (the verdict is then never False)."""
     rows = list(rows)
     return spread(rows[0].key, [BrokerCell(r.broker, r.rate, r.quota, None, r.over_quota)
-                                for r in rows], brokers)
+                                for r in rows], brokers, unread=unread)
