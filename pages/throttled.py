@@ -97,7 +97,7 @@ def board() -> None:
     c3.metric("buckets without a quota",
               sum(1 for r in rows if r.quota is None) if frame.complete else unknown)
     if not frame.complete:
-        st.warning(md(f"Counts are unknown while {', '.join(d.name for d in frame.down)} cannot "
+        st.warning(md(f"Counts are unknown while {', '.join(d.label for d in frame.down)} cannot "
                       f"be read: a bucket there may be throttled. The rows below come from the "
                       f"endpoints that answered."), icon=":material/visibility_off:")
     if not hot:
