@@ -322,6 +322,12 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
                     lines += [f"  live {b}: not read, its figures are unknown"
                               for b in sp.unread]
                     lines.append(f"  across brokers: {sp.sentence().text}")
+                elif reach is not None and reach.unread and kr.value is not None:
+                    # Nothing read shows the bucket, and a broker was not read: unknown
+                    # (quota_core.live.live_verdict), never "not throttled".
+                    lines.append(f"  live: no broker read reports this bucket; "
+                                 f"{', '.join(reach.unread)} not read: throttled or not "
+                                 f"is unknown")
                 if quotas is not None:
                     from ..live import other_buckets
 
