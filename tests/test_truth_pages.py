@@ -39,14 +39,17 @@ def _body(node: str, lines: list[str]) -> bytes:
                        *lines]) + "\n").encode()
 
 
-def serve(body: bytes):
+def serve(body):
+    """A metrics endpoint on 127.0.0.1 serving ``body`` (bytes, or a one-item list whose item
+    a test replaces to change what it serves)."""
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
+            now = body[0] if isinstance(body, list) else body
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Length", str(len(now)))
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(now)
 
         def log_message(self, *args):
             pass
@@ -165,3 +168,30 @@ def live_frames():
     from ui.live import _feed
 
     return _feed(os.environ["QUOTA_METRICS"]).history()
+
+
+def test_throttled_now_tells_recently_from_now(sandbox, env):  # noqa: F811
+    """Issue 27, point 3, on the page: {user=bob} (1 MiB/s from {user=<default>}) over its
+    quota, then at 50 % of it while the broker still reports a 121 ms throttle: "throttled
+    recently (ended about N s ago)", counted apart, never "throttled now"."""
+    hot = _body("1", [f'kafka_server_produce_byte_rate{{user="bob"}} {1.3 * MiB}',
+                      'kafka_server_produce_throttle_time{user="bob"} 300.0'])
+    body = [hot]
+    server = serve(body)
+    env.setenv("QUOTA_METRICS", f"http://127.0.0.1:{server.server_address[1]}/metrics")
+    env.setenv("QUOTA_LIVE_EVERY", "0.5")
+    try:
+        at = run_app("pages/throttled.py")
+        _wait(lambda: any(f.series for f in live_frames()))
+        body[0] = _body("1", [f'kafka_server_produce_byte_rate{{user="bob"}} {0.5 * MiB}',
+                              'kafka_server_produce_throttle_time{user="bob"} 121.0'])
+        _wait(lambda: any(s.value == 0.5 * MiB for s in live_frames()[-1].series))
+        at.run()
+        counts = {m.label: m.value for m in at.main.metric}
+        assert (counts["throttled now"], counts["throttled recently"]) == ("0", "1"), counts
+        [state] = list(at.main.dataframe[0].value["state"])
+        assert re.fullmatch(r"throttled recently \(ended about \d+ s ago\)", state), state
+        assert_never_all_clear(at, "throttled now, recently")
+    finally:
+        server.shutdown()
+        server.server_close()
