@@ -13,7 +13,7 @@ from quota_core.settle import changed_lately, recent_changes
 from quota_core.units import format_quota, format_rate
 from ui.charts import utilisation_bar
 from ui.coverage import unwatched_warnings
-from ui.live import ended_ago, feed, frame_unread, usage_rows
+from ui.live import ended_ago, feed, frame_unread, held_rows
 from ui.render import entity_text
 from ui.spread import show_bucket_spreads
 from ui.context import context, secrets_dict
@@ -72,7 +72,7 @@ def board() -> None:
     unwatched = unwatched_warnings(frame)
     # Every broker not read, once (by node id where known): quota_core.coverage.
     unread = frame_unread(frame, ctx.snapshot.info.node_ids if ctx.snapshot.info else ())
-    rows = usage_rows(frame, ctx.snapshot.quotas)
+    rows = held_rows(live, frame, ctx.snapshot.quotas)
     hot = throttled_rows(rows, above=float(above))
     throttled = [r for r in hot if r.throttled]
     # A throttle time left over from earlier metric samples, the rate under 90 % of the quota

@@ -136,3 +136,17 @@ def test_cli_says_throttled_recently_not_now(tmp_path, broker_one):
     code, out, err = run("--sandbox", store, "--resolve", "--user", "bob", "--client-id",
                          "app", "--metrics", broker_one)
     assert "throttled recently, not now" in out, out
+
+
+def test_one_read_under_the_threshold_is_a_dip_not_the_end():
+    """Seen on a 4.3.1 broker: a client held at its quota read at 60-80 % of it once, as the
+    broker's rate window first rolled over. A read a moment apart that shows it throttled now
+    keeps it "now" (quota_core.live.hold); two reads under 90 % make it "recently"."""
+    from quota_core.live import hold
+
+    dip, now, calm = row(0.6 * MiB, 603.0), row(1.05 * MiB, 549.0), row(0.5 * MiB, 549.0)
+    [held] = hold([dip], [now])
+    assert (held.throttled, held.recent) == (True, False)
+    [kept] = hold([dip], [calm])
+    assert (kept.throttled, kept.recent) == (False, True)
+    assert hold([now], [calm]) == [now]

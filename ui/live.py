@@ -22,7 +22,8 @@ from quota_core.errors import QuotaError
 
 from .settings import metrics_endpoints, metrics_template
 
-__all__ = ["LiveFeed", "feed", "Frame", "Down", "endpoint_name", "usage_rows", "frame_unread",
+__all__ = ["LiveFeed", "feed", "Frame", "Down", "endpoint_name", "usage_rows", "held_rows",
+           "frame_unread",
            "ended_ago"]
 
 
@@ -211,3 +212,19 @@ def ended_ago(history, row, memory_ms: float, now: float | None = None) -> float
         if then.throttled:
             return max(0.0, now - frame.at)
     return None
+
+
+def held_rows(live: LiveFeed, frame: Frame, quotas) -> list:
+    """:func:`usage_rows` of ``frame``, where a bucket that looks throttled recently but was
+    throttled now in the round before (a scrape apart) stays "now": one read under 90 % of the
+    quota can be a dip (:func:`quota_core.live.hold`)."""
+    from quota_core.live import hold
+
+    rows = usage_rows(frame, quotas)
+    if not any(r.recent for r in rows):
+        return rows
+    history = live.history()
+    before = [f for f in history if f.at < frame.at]
+    if not before or frame.at - before[-1].at > 3 * live.every_s:
+        return rows
+    return hold(rows, usage_rows(before[-1], quotas))

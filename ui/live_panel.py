@@ -22,7 +22,7 @@ from quota_core.throttle import DEFAULT_WINDOW
 from quota_core.verdict import tags_entity
 
 from .charts import rate_vs_quota
-from .live import feed, frame_unread, usage_rows
+from .live import feed, frame_unread, held_rows
 from .spread import show_spreads
 from .context import connected_cluster, secrets_dict
 from .coverage import unwatched_warnings
@@ -66,7 +66,7 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window,
     # The brokers not read, once each (by node id where known): the verdict is unknown, never
     # "not throttled", while any is (quota_core.live.live_verdict).
     unread = frame_unread(latest, cluster.node_ids if cluster is not None else ())
-    rows = usage_rows(latest, quotas)
+    rows = held_rows(live, latest, quotas)
     found = shared_verdicts(resolution, keys, quotas, rows, window, members, unread)
     span = latest.at - history[0].at
     st.caption(f"As of {time.strftime('%H:%M:%S', time.localtime(latest.at))} "

@@ -240,7 +240,7 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
     if not (args.metrics or args.metrics_template):
         return None, False, None
     from ..coverage import endpoint_address, unread_brokers, unwatched, unwatched_sentence
-    from ..live import join_usage
+    from ..live import hold, join_usage
     from ..spread import Reach
     from ..telemetry.scrape import redirect_note
     from ..telemetry.sweep import scrape_all
@@ -256,13 +256,25 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
     missing = unwatched(cluster.node_ids, series.brokers)
     for node in missing:
         err.write(f"{PROG}: {unwatched_sentence(node, failed_names)}\n")
+    rows = join_usage(series, quotas)
+    if any(r.recent for r in rows):
+        # A bucket under 90 % of its quota with a throttle time: read the endpoints that
+        # answered once more, a moment later, before calling it "throttled recently"
+        # (quota_core.live.hold).
+        import time
+
+        time.sleep(0.5)
+        answered = [e for e in metrics_endpoints(args.metrics, args.metrics_template, cluster)
+                    if e.url not in {endpoint.url for endpoint, _ in errors}]
+        again, _ = scrape_all(answered, args.timeout)
+        rows = hold(rows, join_usage(again, quotas))
     # Which brokers the figures cover, for the per-broker view (quota_core.spread) and the
     # verdict (quota_core.live.live_verdict): each broker not read once, by node id where
     # known (quota_core.coverage.unread_brokers).
     reach = Reach(tuple(series.brokers),
                   unread_brokers(cluster.node_ids, series.brokers,
                                  [(name, None) for name in failed_names]))
-    return join_usage(series, quotas), bool(errors), reach
+    return rows, bool(errors), reach
 
 
 def run_throttled(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
