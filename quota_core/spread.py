@@ -189,6 +189,9 @@ class Spread:
                   "quiet": self.without_traffic, "total": self.total_rate,
                   "ceiling": self.ceiling, "unread": self.unread, "recent": self.recent_on}
         text = self._text()
+        if self.unread and not self.throttled_on and text.startswith("not throttled"):
+            # Unknown, not "not throttled": only the brokers read are (live_verdict).
+            text = "not throttled on the brokers read" + text[len("not throttled"):]
         if self.recent_on and not self.throttled_on:
             recent = self.recent_on
             text += (f" {brokers_text(recent)[0].upper()}{brokers_text(recent)[1:]} still "

@@ -150,3 +150,18 @@ def test_one_read_under_the_threshold_is_a_dip_not_the_end():
     [kept] = hold([dip], [calm])
     assert (kept.throttled, kept.recent) == (False, True)
     assert hold([now], [calm]) == [now]
+
+
+def test_the_spread_is_unknown_while_a_broker_is_not_read():
+    """Resolve's grid sentence: "Not throttled on the brokers read … Broker 2 could not be read",
+    never a plain "not throttled" (and its tone is not the green of an all-clear)."""
+    from quota_core.spread import spread
+    from ui.story import _tone
+
+    sp = spread(P, [row(0.4 * MiB, None)], ["1"], unread=["2"])
+    assert sp.throttled is None
+    s = sp.sentence()
+    assert s.text.startswith("Not throttled on the brokers read: ") and s.text.endswith(
+        "Broker 2 could not be read: its figures are unknown."), s.text
+    assert _tone(s) == "unknown"
+    assert _tone(spread(P, [row(0.4 * MiB, None)], ["1"]).sentence()) == "ok"
