@@ -30,7 +30,7 @@ from . import ladder
 from .entities import CLIENT_ID, USER, Entity
 from .throttle import estimate_throttle, mutation_throttle_ms
 
-__all__ = ["QUOTA_TYPES", "KEY_OF_TYPE", "NOW_SHARE", "BucketUsage", "live_verdict",
+__all__ = ["QUOTA_TYPES", "KEY_OF_TYPE", "NOW_SHARE", "CONFIRM_S", "BucketUsage", "live_verdict",
            "recent_verdict", "hold", "finite", "gather", "join_usage",
            "throttled_rows", "client_buckets", "other_buckets", "clients_seen",
            "TrafficChange", "traffic_impact", "broker_name"]
@@ -48,6 +48,12 @@ QUOTA_TYPES: tuple[str, ...] = tuple(KEY_OF_TYPE)
 #: brings its rate back to it), so a rate well under it means the broker's throttle-time
 #: average is holding throttles from earlier metric samples ("throttled recently").
 NOW_SHARE = 0.9
+#: How long a bucket must read under :data:`NOW_SHARE` (with a throttle time) before it is
+#: "throttled recently": a client the broker keeps throttling reads at 100-130 % of its quota
+#: but dips to 30-80 % for up to about 2 s as the broker's rate window rolls over (seen on
+#: 4.3.1 brokers with Java and librdkafka producers, every ~12 s). :func:`hold` compares
+#: reads this far apart.
+CONFIRM_S = 3.0
 #: The attribute that carries each type's rate.
 _RATE_ATTRIBUTE = {"produce": "byte-rate", "fetch": "byte-rate", "request": "request-time",
                    "controller_mutation": "mutation-rate"}
@@ -198,10 +204,10 @@ def live_verdict(figures: Iterable, unread: Iterable[str] = ()) -> bool | None:
 
 def hold(rows: Sequence[BucketUsage], other: Iterable[BucketUsage]) -> list[BucketUsage]:
     """``rows`` with :attr:`BucketUsage.held` set on each bucket that looks throttled
-    recently but that ``other`` (another read, a second or a scrape apart) shows throttled now.
-    A client the broker keeps throttling is held at about its quota, but a read can catch its
-    rate under 90 % of it for a moment (seen on a 4.3.1 broker as the rate window first rolls
-    over, about 13 s after the client starts); only two reads under it are "recently"."""
+    recently but that ``other`` (another read, :data:`CONFIRM_S` or more apart) shows
+    throttled now. A client the broker keeps throttling is held at about its quota, but a read
+    can catch its rate far under it for a moment, as the broker's rate window rolls over; only
+    two reads under it, :data:`CONFIRM_S` apart, are "recently"."""
     from dataclasses import replace
 
     now = {(r.broker, r.quota_type, r.user, r.client_id) for r in other if r.throttled}

@@ -22,7 +22,7 @@ import pytest
 from localkafka import tool_argv
 from quota_core import Alteration, Entity, Op
 from quota_core.backends.base import checked_alter
-from quota_core.live import hold, join_usage
+from quota_core.live import join_usage
 from quota_core.telemetry import scrape
 
 pytestmark = pytest.mark.kafka
@@ -136,10 +136,6 @@ def test_the_console_names_the_entry_that_throttles_and_agrees_with_the_clients(
                              throttles=bob_throttles)
     time.sleep(13)  # past the broker's 10 s rate window
     rows = live_rows(broker, backend)
-    # A client held at its quota can read under 90 % of it for a moment (the broker's rate
-    # window first rolling over): a second read keeps it "now" (issue 27, quota_core.live.hold).
-    time.sleep(0.5)
-    rows = hold(rows, live_rows(broker, backend))
     out, _ = alice.communicate(timeout=120)
     bob.join(30)
     assert alice.returncode == 0, out[-2000:]
@@ -147,7 +143,9 @@ def test_the_console_names_the_entry_that_throttles_and_agrees_with_the_clients(
     a, b = bucket(rows, "alice"), bucket(rows, "bob")
     # alice: her client ids share {user=alice} (level 3), and she is throttled.
     assert (a.client_id, a.level, a.source, a.quota) == (None, 3, ALICE, 100 * KiB)
-    assert a.throttled and a.throttle_ms and a.throttle_ms > 0
+    # Throttled now, or (a read as the broker's rate window rolls over can catch her rate
+    # far under the quota for a moment: issue 27) recently, with the broker's throttle time.
+    assert (a.throttled or a.recent) and a.throttle_ms and a.throttle_ms > 0
     # bob's "mobile" client: {client-id=mobile} (level 7) is shadowed by {user=<default>}
     # (level 6), which gives bob 400 KiB/s of his own: not throttled.
     assert (b.level, b.source, b.quota) == (6, DEFAULT_USER, 400 * KiB)

@@ -216,15 +216,16 @@ def ended_ago(history, row, memory_ms: float, now: float | None = None) -> float
 
 def held_rows(live: LiveFeed, frame: Frame, quotas) -> list:
     """:func:`usage_rows` of ``frame``, where a bucket that looks throttled recently but was
-    throttled now in the round before (a scrape apart) stays "now": one read under 90 % of the
-    quota can be a dip (:func:`quota_core.live.hold`)."""
-    from quota_core.live import hold
+    throttled now in a round of the last :data:`quota_core.live.CONFIRM_S` stays "now": a
+    read under 90 % of the quota can be a dip (:func:`quota_core.live.hold`)."""
+    from quota_core import live as core
 
     rows = usage_rows(frame, quotas)
     if not any(r.recent for r in rows):
         return rows
-    history = live.history()
-    before = [f for f in history if f.at < frame.at]
-    if not before or frame.at - before[-1].at > 3 * live.every_s:
-        return rows
-    return hold(rows, usage_rows(before[-1], quotas))
+    # Every round of the last CONFIRM_S (at least the round before): a bucket throttled now
+    # in any of them stays "now" (a dip lasts about 2 s at most).
+    span = max(core.CONFIRM_S, live.every_s) + 0.5
+    for before in [f for f in live.history() if frame.at - span <= f.at < frame.at]:
+        rows = core.hold(rows, usage_rows(before, quotas))
+    return rows

@@ -259,11 +259,14 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
     rows = join_usage(series, quotas)
     if any(r.recent for r in rows):
         # A bucket under 90 % of its quota with a throttle time: read the endpoints that
-        # answered once more, a moment later, before calling it "throttled recently"
-        # (quota_core.live.hold).
+        # answered once more, CONFIRM_S later, before calling it "throttled recently" (a
+        # throttled client's rate dips for a moment as the broker's window rolls over:
+        # quota_core.live.hold).
         import time
 
-        time.sleep(0.5)
+        from .. import live as _live
+
+        time.sleep(_live.CONFIRM_S)
         answered = [e for e in metrics_endpoints(args.metrics, args.metrics_template, cluster)
                     if e.url not in {endpoint.url for endpoint, _ in errors}]
         again, _ = scrape_all(answered, args.timeout)
