@@ -170,7 +170,7 @@ def live_frames():
     return _feed(os.environ["QUOTA_METRICS"]).history()
 
 
-def test_throttled_now_tells_recently_from_now(sandbox, env):  # noqa: F811
+def test_throttled_now_tells_recently_from_now(sandbox, env, monkeypatch):  # noqa: F811
     """Issue 27, point 3, on the page: {user=bob} (1 MiB/s from {user=<default>}) over its
     quota, then at 50 % of it while the broker still reports a 121 ms throttle: "throttled
     recently (ended about N s ago)", counted apart, never "throttled now"."""
@@ -178,6 +178,7 @@ def test_throttled_now_tells_recently_from_now(sandbox, env):  # noqa: F811
                       'kafka_server_produce_throttle_time{user="bob"} 300.0'])
     body = [hot]
     server = serve(body)
+    monkeypatch.setattr("quota_core.live.CONFIRM_S", 0.5)  # rounds come every 0.5 s here
     env.setenv("QUOTA_METRICS", f"http://127.0.0.1:{server.server_address[1]}/metrics")
     env.setenv("QUOTA_LIVE_EVERY", "0.5")
     try:
