@@ -20,8 +20,10 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from quota_core.sizing import suggest_quota
+
 from pipeline.analysis import BUCKET, ENTRY, WORST
-from pipeline.columns import integral_keys, throttle_caps
+from pipeline.columns import throttle_caps
 from pipeline.errors import PipelineError
 from pipeline.resolve import resolve_buckets
 from pipeline.schema import KEY_FOR_TYPE, QUOTA_COLUMNS, USAGE_COLUMNS
@@ -214,9 +216,8 @@ def sizing(win: pd.DataFrame) -> pd.DataFrame:
                                "client_id": None if pd.isna(c) else c}
                               for u, c in zip(tight["user"], tight["client_id"])]
     out = out.reset_index()
-    whole = out["key"].isin(integral_keys()).to_numpy()
-    suggested = np.where(whole, np.ceil(out["p99_max"].to_numpy(dtype=float)),
-                         out["p99_max"].to_numpy(dtype=float))
+    suggested = np.array([suggest_quota(k, p) for k, p in zip(out["key"], out["p99_max"])],
+                         dtype=float)  # the one definition (quota_core.sizing)
     out["suggested_quota"] = suggested
     with np.errstate(divide="ignore", invalid="ignore"):
         out["current_over_suggested"] = out["current_quota"].to_numpy(dtype=float) / suggested

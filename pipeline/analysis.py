@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .columns import estimated_throttle_ms, integral_keys, over_quota, utilisation
+from .columns import estimated_throttle_ms, over_quota, suggested_quota, utilisation
 from .resolve import attach_quotas, bucket_hash, distinct_over
 from .snapshots import QuotaVersions
 
@@ -208,9 +208,9 @@ def by_entry(levels: "DataFrame") -> "DataFrame":
 
 
 def sizing(levels: "DataFrame") -> "DataFrame":
-    """Per entry: ``suggested_quota`` = the largest p99 rate among the buckets it bound (the
-    smallest per-bucket quota under which every one of them stays at or below its p99),
-    rounded up for whole-number keys; ``current_quota`` is the entry's latest value.
+    """Per entry: ``suggested_quota`` = quota_core.sizing.suggest_quota of the largest p99 rate
+    among the buckets it bound (the smallest per-bucket quota under which every one of them
+    stays at or below its p99); ``current_quota`` is the entry's latest value.
     From :func:`per_level` or pipeline.rollups.levels (p99 then within the sketch's rank
     error for buckets of more than pipeline.sketches.K samples)."""
     from pyspark.sql import functions as F
@@ -225,8 +225,7 @@ def sizing(levels: "DataFrame") -> "DataFrame":
         F.max_by(F.struct("user", "client_id"), F.struct("p99", "user", "client_id"))
         .alias("tightest_client"),
     )
-    whole = F.col("key").isin(*integral_keys())
-    suggested = F.when(whole, F.ceil("p99_max").cast("double")).otherwise(F.col("p99_max"))
+    suggested = suggested_quota(F.col("key"), F.col("p99_max"))  # quota_core.sizing's
     return agg.select(*ENTRY, "current_quota", suggested.alias("suggested_quota"),
                       (F.col("current_quota") / suggested).alias("current_over_suggested"),
                       "clients", "tightest_client")

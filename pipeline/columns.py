@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quota_core.keys import QUOTA_KEYS
+from quota_core.sizing import whole_number_keys
 from quota_core.throttle import estimate_throttle, rate_window_ms
 
 from .resolve import KEYS
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column
 
 __all__ = ["throttle_caps", "over_quota", "utilisation", "estimated_throttle_ms",
-           "integral_keys"]
+           "integral_keys", "suggested_quota"]
 
 
 def throttle_caps() -> dict[str, float | None]:
@@ -32,8 +32,19 @@ def throttle_caps() -> dict[str, float | None]:
 
 
 def integral_keys() -> list[str]:
-    """Keys whose values are whole numbers (a suggested quota is rounded up for these)."""
-    return [k for k in KEYS if QUOTA_KEYS[k].integral]
+    """Keys whose values are whole numbers (a suggested quota is rounded up for these:
+    quota_core.sizing's list)."""
+    return [k for k in whole_number_keys() if k in KEYS]
+
+
+def suggested_quota(key: "Column", p99: "Column") -> "Column":
+    """quota_core.sizing.suggest_quota as a column: ``ceil(p99)`` for whole-number keys, the
+    p99 otherwise (NaN and null kept). tests/test_pipeline_resolution.py checks it against the
+    core, value for value."""
+    from pyspark.sql import functions as F
+
+    whole = key.isin(*integral_keys()) & ~F.isnan(p99)
+    return F.when(whole, F.ceil(p99).cast("double")).otherwise(p99.cast("double"))
 
 
 def over_quota(rate: "Column", quota: "Column") -> "Column":

@@ -9,7 +9,6 @@ writes to a hidden sibling and renames it), so a half-written analysis is never 
 """
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
@@ -133,23 +132,11 @@ def start_job(p: Places) -> None:
 
 
 def suggested_value(key: str, value: float) -> float:
-    """A suggested quota people can type: ``value`` rounded *up* (a smaller quota would not
-    keep the p99 under it) to three significant digits in the unit the pages show it in
-    (MiB/s, KiB/s for byte rates, as :func:`quota_core.units.format_rate` prints it)."""
-    from quota_core.keys import QUOTA_KEYS
+    """The suggestion as History shows it: :func:`quota_core.units.round_up_quota` (the one
+    display rounding, lint's too) of the sizing table's ``suggested_quota``."""
+    from quota_core.units import round_up_quota
 
-    if not math.isfinite(value) or value <= 0:
-        return value
-    spec = QUOTA_KEYS.get(key)
-    size = 1
-    if spec is not None and spec.is_byte_rate:
-        size = next((s for s in (2**40, 2**30, 2**20, 2**10) if value >= s), 1)
-    scaled = value / size
-    step = 10 ** (math.floor(math.log10(scaled)) - 2)  # three significant digits
-    rounded = math.ceil(round(scaled / step, 6)) * step
-    if spec is not None and spec.integral:
-        return float(math.ceil(rounded * size))
-    return float(f"{rounded:.3g}") * size
+    return round_up_quota(key, value)
 
 
 def sizing_rows(sizing, quotas) -> list[dict]:
