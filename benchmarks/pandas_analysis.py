@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from quota_core.sizing import suggest_quota
+from quota_core.telemetry.schema import WINDOW_KEYS
 
 from pipeline.analysis import BUCKET, ENTRY, WORST
 from pipeline.columns import throttle_caps
@@ -46,7 +47,9 @@ def read_history(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def versions_from_rows(rows: pd.DataFrame, where: str = "quotas") -> QuotaVersions:
     """Snapshots folded into versions: a snapshot equal to the one before it (same rows, in
-    any order) starts no new version (snapshots.versions_from_rows, in pandas)."""
+    any order) starts no new version (snapshots.versions_from_rows, in pandas; the quota
+    window's rows left out as there)."""
+    rows = rows[~rows["key"].isin(WINDOW_KEYS)]
     if rows.empty:
         raise PipelineError(f"{where}: no quota snapshots.", path=where)
     ts_us = rows["ts"].dt.as_unit("us").astype("int64")

@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from pyspark.sql import Column, DataFrame
 
+    from quota_core.telemetry.schema import SnapshotWindows
+
 __all__ = ["TABLES", "NAMES_SCHEMA", "windows", "bucket_id", "bucket_names", "per_level",
            "by_client", "by_entry", "what_if", "sizing"]
 
@@ -50,12 +52,14 @@ def _throttled_s(over: "Column") -> "Column":
 
 
 def windows(keyed: "DataFrame", buckets: "pd.DataFrame", versions: QuotaVersions,
-            table: "pd.DataFrame | None" = None) -> "DataFrame":
+            table: "pd.DataFrame | None" = None,
+            quota_windows: "SnapshotWindows | None" = None) -> "DataFrame":
     """Every sample with the quota in force at its ``ts`` and what that meant.
 
     ``keyed`` are the samples with ``version`` and ``key`` (resolve.with_key), ``buckets``
     their distinct buckets (resolve.distinct_buckets), ``table`` their resolution when it
-    was already made (resolve.resolution_table)."""
+    was already made (resolve.resolution_table), ``quota_windows`` the brokers' quota windows
+    the snapshots carried (pipeline.snapshots.split_windows; None: Kafka's defaults)."""
     from pyspark.sql import functions as F
 
     df = attach_quotas(keyed, buckets, versions, table)
@@ -65,7 +69,8 @@ def windows(keyed: "DataFrame", buckets: "pd.DataFrame", versions: QuotaVersions
         "quota", "level", "source",
         utilisation(rate, quota).alias("utilisation"),
         over_quota(rate, quota).alias("over_quota"),
-        estimated_throttle_ms(rate, quota, F.col("key"), F.col("level")).alias("est_throttle_ms"),
+        estimated_throttle_ms(rate, quota, F.col("key"), F.col("level"), F.col("broker"),
+                              quota_windows).alias("est_throttle_ms"),
         F.col("throttle_ms").alias("broker_throttle_ms"),
     )
 
