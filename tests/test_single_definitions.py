@@ -77,14 +77,27 @@ def test_suggest_quota_is_the_p99_whole_for_whole_number_keys():
     assert math.isnan(suggest_quota("producer_byte_rate", math.nan))
 
 
-def test_the_rollups_reader_and_the_pandas_baseline_take_the_one_suggestion():
-    """The rollups reader's and the pandas baseline's ``suggested_quota`` are suggest_quota of
-    their p99 (the Spark job's: tests/test_pipeline_tables.py)."""
-    import inspect
+def test_the_pandas_baseline_sizes_with_the_one_suggestion():
+    """The pandas baseline (benchmarks/pandas_analysis.py) gives suggest_quota of the largest
+    per-bucket p99 (the Spark job's: tests/test_pipeline_resolution.py; the rollups reader's:
+    tests/test_pipeline_rollups.py compares it with Spark's table)."""
+    import numpy as np
+    import pandas as pd
 
     import benchmarks.pandas_analysis as baseline
-    from quota_core import history_rollups
+    from quota_core.lint.usage import p99
+    from quota_core.sizing import suggest_quota
 
-    for module in (history_rollups, baseline):
-        source = inspect.getsource(module)
-        assert "suggest_quota(" in source and "np.ceil" not in source, module.__name__
+    rates = {("a", "producer_byte_rate"): [1000.25, 1500.5, 1499.75],
+             ("b", "producer_byte_rate"): [900.0, 1200.2],
+             ("a", "request_percentage"): [12.5, 75.25, 60.0]}
+    rows = [{"source": '{"user":"a"}', "level": 3, "key": key, "user": user,
+             "client_id": None, "rate": r, "ts": pd.Timestamp("2026-11-23", tz="UTC")
+             + pd.Timedelta(seconds=i), "quota": 1000.0}
+            for (user, key), rs in rates.items() for i, r in enumerate(rs)]
+    got = baseline.sizing(pd.DataFrame(rows))
+    for key in ("producer_byte_rate", "request_percentage"):
+        largest = max(p99(rs) for (_, k), rs in rates.items() if k == key)
+        [value] = got.loc[got["key"] == key, "suggested_quota"].tolist()
+        assert value == suggest_quota(key, largest), key
+    assert np.isclose(got.loc[got["key"] == "producer_byte_rate", "suggested_quota"], 1501.0)
