@@ -74,7 +74,8 @@ def load_inputs(spark: "SparkSession", usage: str, when: TimeRange,
                 raise PipelineError(f"{quota_dir}: no quota snapshots; give --quotas FILE (an "
                                     f"export) instead.", path=quota_dir)
             quota_rows = read_quota_rows(spark, quota_dir, when)
-    found = SnapshotWindows()
+    found = SnapshotWindows(missing="--quotas FILE carries no quota window") \
+        if quota_rows is None else SnapshotWindows()
     if quota_rows is not None:
         quota_rows, found = split_windows(quota_rows, where)
     if quotas is not None:

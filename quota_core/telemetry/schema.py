@@ -112,6 +112,9 @@ class SnapshotWindows:
     cluster: QuotaWindow = DEFAULT_WINDOW
     brokers: Mapping[str, QuotaWindow] = field(default_factory=dict)
     carried: bool = False
+    #: Why there is none, when not ``carried``.
+    missing: str = ("the quota snapshots carry no quota window (written before the collector "
+                    "recorded it)")
 
     def of(self, broker: str | None) -> QuotaWindow:
         """The window of the broker a sample came from (its label is its node id when the
@@ -121,8 +124,7 @@ class SnapshotWindows:
     def text(self) -> str:
         if not self.carried:
             return (f"quota window {DEFAULT_WINDOW.samples} × {DEFAULT_WINDOW.sample_s} s, "
-                    f"Kafka's defaults: the quota snapshots carry no quota window (written "
-                    f"before the collector recorded it)")
+                    f"Kafka's defaults: {self.missing}")
         differ = [f"broker {b} {w.samples} × {w.sample_s} s"
                   for b, w in sorted(self.brokers.items())
                   if (w.samples, w.sample_s) != (self.cluster.samples, self.cluster.sample_s)]
