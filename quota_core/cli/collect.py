@@ -144,7 +144,8 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
             collector = Collector(endpoints, backend.describe, sink, scrape,
                                   scrape_every=args.every, snapshot_every=args.snapshot_every,
                                   flush_every=args.every, status_every=args.status_every,
-                                  log=log, timeout=args.timeout)
+                                  log=log, timeout=args.timeout,
+                                  settings=backend.broker_settings)
             try:
                 return collector.run(stop)
             finally:
