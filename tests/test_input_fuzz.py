@@ -30,8 +30,6 @@ from .cli_steps import sandbox_with
 
 SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
 COUNTS: dict[str, int] = {}
-# One worker runs the whole file under pytest-xdist: the last test reads what the others counted.
-pytestmark = pytest.mark.xdist_group("input_fuzz")
 
 
 def fuzz(n: int) -> settings:
