@@ -158,6 +158,14 @@ def test_no_page_is_green_while_an_endpoint_is_dead_on_a_sandbox(two_brokers):
     assert_brokers_once(at, "edit preview", {"2": address})
     assert any(w.startswith("Broker 2 could not be read: the preview at today's rates")
                for w in texts(at.main.warning)), texts(at.main.warning)
+    # bob's traffic would be on broker 2 only: the brokers read report none of it, and the
+    # preview still names broker 2 (before, it said nothing about the live figures).
+    at = open_edit("bob")
+    at.text_input(key="ed_val_producer_byte_rate").input("2MiB").run()
+    at.button(key="ed_preview_btn").click().run()
+    assert_never_all_clear(at, "edit preview, no traffic read")
+    assert any(w.startswith("Broker 2 could not be read: the preview at today's rates")
+               for w in texts(at.main.warning)), texts(at.main.warning)
 
 
 def live_frames():
