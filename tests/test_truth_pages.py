@@ -213,3 +213,22 @@ def test_throttled_now_tells_recently_from_now(sandbox, env, monkeypatch):  # no
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_grid_total_is_never_a_sum_over_the_brokers_read_alone():
+    """Resolve's grid while broker 2 was stopped said "in total: 0% of a thread" beside
+    "broker 2: not read": the total is unknown then, or a lower bound."""
+    from quota_core.spread import spread
+    from ui.spread import spread_grid
+
+    class Figure:
+        def __init__(self, broker, rate):
+            self.broker, self.rate, self.quota = broker, rate, 2 * MiB
+            self.throttle_ms, self.throttled = None, False
+
+    none_read = spread("producer_byte_rate", [], ["1", "3"], quota=2 * MiB, unread=["2"])
+    some_read = spread("producer_byte_rate", [Figure("1", MiB)], ["1", "3"], unread=["2"])
+    all_read = spread("producer_byte_rate", [Figure("1", MiB)], ["1", "2", "3"])
+    grid = spread_grid([("a", none_read), ("b", some_read), ("c", all_read)])
+    assert list(grid["in total"]) == ["unknown", "at least 1 MiB/s", "1 MiB/s"]
+    assert list(grid["broker 2"]) == ["not read", "not read", "no traffic"]
