@@ -86,7 +86,7 @@ def test_the_graph_holds_every_package_and_the_imports_inside_functions(graph):
     """The graph the check reads is the whole tree, with the imports inside functions."""
     assert {m.split(".")[0] for m in graph.modules} == set(ROOTS)
     assert graph.direct_import_exists(importer="quota_core.cli.main",
-                                      imported="quota_core.cli.exits")
+                                      imported="quota_core.cli.edge")
     # ui.context imports ui.nav inside _hand_over_to_app only.
     assert graph.direct_import_exists(importer="ui.context", imported="ui.nav")
 
