@@ -24,7 +24,7 @@ from quota_core.verdict import tags_entity
 from .charts import rate_vs_quota
 from .live import feed, frame_unread, held_rows
 from .spread import show_spreads
-from .context import connected_cluster, secrets_dict
+from .page_context import connected_cluster, secrets_dict
 from .coverage import unwatched_warnings
 from .story import sentences_html, shared_verdicts
 from .text import md

@@ -137,7 +137,7 @@ def traffic_spreads(changes, brokers: Iterable[str] = (),
 def show_traffic_spreads(changes, key: str = "ed_spread") -> None:
     """The grid and sentences of :func:`traffic_spreads`, over the brokers the live feed
     read last (when more than one)."""
-    from .context import secrets_dict
+    from .page_context import secrets_dict
     from .live import feed
 
     live, _ = feed(secrets_dict())
@@ -156,7 +156,7 @@ def preview_unread(frame=None) -> tuple[str, ...]:
     """The brokers a preview at today's rates cannot judge (their figures are unknown), each
     once, by node id where known; with a warning naming them. ``frame`` defaults to the live
     feed's latest round."""
-    from .context import connected_cluster, secrets_dict
+    from .page_context import connected_cluster, secrets_dict
     from .live import feed, frame_unread
 
     if frame is None:
