@@ -21,7 +21,7 @@ TEMPLATE_FIELDS = ("host", "id")
 
 def endpoint_address(url: str) -> str:
     """How an endpoint that cannot be read is named: its URL's ``host:port`` (it has no node
-    id then; CONTRACTS.md)."""
+    id then; docs/interfaces.md, "Labels and shapes")."""
     parts = urlsplit(url)
     port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
     return f"{parts.hostname}:{port}" if parts.hostname else url

@@ -117,7 +117,7 @@ class UsageError(ValidationError):
 
 class UnreadableFile(UsageError):
     """A file the user named on the command line (``--add-config-file``) that cannot be read:
-    a usage error even where every other error exits 1 (``configs``; CONTRACTS)."""
+    a usage error even where every other error exits 1 (``configs``; docs/interfaces.md)."""
 
 
 class BackendError(QuotaError):

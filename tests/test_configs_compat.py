@@ -449,7 +449,7 @@ def _header(sb, *args):
      "cannot read --add-config-file /nonexistent/q.properties: No such file or directory."),
 ])
 def test_stack_traces_become_one_clear_line(sb, args, clear):
-    code = 2 if "--add-config-file" in args else 1  # CONTRACTS: an unreadable file is usage
+    code = 2 if "--add-config-file" in args else 1  # docs/interfaces.md: unreadable = usage
     assert run(*sb, *args) == (code, "", _header(sb, *args) + f"kafka-client-quotas: {clear}\n")
 
 

@@ -117,7 +117,7 @@ def test_cli_import_of_a_huge_file_is_refused(tmp_path):
 def test_cli_command_config_of_an_endless_file_is_refused(fifo, source):
     path = "/dev/zero" if source == "zero" else str(fifo)
     done = cli("--bootstrap-server", "127.0.0.1:1", "--command-config", path, "--describe")
-    assert (done.returncode, done.stdout) == (2, "")  # CONTRACTS: unreadable = usage error
+    assert (done.returncode, done.stdout) == (2, "")  # docs/interfaces.md: unreadable = usage error
     assert f"Cannot read {path}: it is " in done.stderr and "not a regular file" in done.stderr
     assert done.stderr.count("\n") == 1
 
@@ -127,6 +127,6 @@ def test_cli_add_config_file_of_an_endless_file_is_refused(tmp_path, fifo, sourc
     path = "/dev/zero" if source == "zero" else str(fifo)
     done = cli("--sandbox", str(tmp_path / "q.sqlite"), "--alter", "--entity-type", "users",
                "--entity-name", "bob", "--add-config-file", path)
-    assert done.returncode == 2  # CONTRACTS: an unreadable --add-config-file is a usage error
+    assert done.returncode == 2  # docs/interfaces.md: an unreadable --add-config-file is usage
     assert f"cannot read --add-config-file {path}: it is " in done.stderr
     assert "Traceback" not in done.stderr

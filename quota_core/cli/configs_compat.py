@@ -100,7 +100,7 @@ class CommandFailed(Exception):
 
 class _UnreadableFile(CommandFailed, UnreadableFile):
     """A file the user named (``--add-config-file``) that cannot be read: a usage error, the
-    one 2 of ``configs`` (CONTRACTS: like an unreadable ``--import``)."""
+    one 2 of ``configs`` (docs/interfaces.md: like an unreadable ``--import``)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, trace=True)

@@ -1,8 +1,8 @@
 """The one mapping from error class to exit status, for every subcommand.
 
-CONTRACTS' table, in code (as httpx keeps ``HTTPCORE_EXC_MAP``): each command catches
-:class:`~quota_core.errors.QuotaError` at its edge, prints the message, and returns
-``exit_code(command, exc)``.
+The exit code table of docs/interfaces.md, in code (as httpx keeps ``HTTPCORE_EXC_MAP``):
+each command catches :class:`~quota_core.errors.QuotaError` at its edge, prints the message,
+and returns ``exit_code(command, exc)``.
 
 * main command, ``apply``, ``collect``, ``analyze``, ``serve-metrics``: 0 done, 1 a runtime
   failure, 2 a usage error, 3 outcome unknown (sent, not confirmed);
@@ -10,7 +10,9 @@ CONTRACTS' table, in code (as httpx keeps ``HTTPCORE_EXC_MAP``): each command ca
 * ``lint``: 0 no finding at or above ``--fail-on``, 1 any error, 2 findings;
 * ``configs`` (the kafka-configs.sh dialect): as ConfigCommand, 1 for every error, except an
   unreadable file the user named (``--add-config-file``, :class:`UnreadableFile`): 2, like an
-  unreadable ``--import`` (CONTRACTS).
+  unreadable ``--import``.
+
+tests/test_docs.py holds every exit code table of the docs equal to :data:`EXIT_CODES`.
 
 ``plan`` and ``lint`` keep 2 for their *result*, so a CI job never reads a typo as "changes
 pending". A status that is a result (plan's 2, lint's 2) is returned by the command itself.

@@ -97,7 +97,7 @@ class Health:
     scrape_duration_s: float = 0.0
 
 
-#: One series per lint finding (CONTRACTS "Monitoring": the findings as a gauge); ``entry`` is
+#: One series per lint finding (docs/monitoring.md: the findings as a gauge); ``entry`` is
 #: the entry its fix edits ("" for a broker setting), ``key`` the quota key or broker setting.
 LINT_LABELS = ("rule", "severity", "entry", "user", "client_id", "ip", "key")
 
