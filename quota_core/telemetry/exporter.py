@@ -8,7 +8,7 @@ scrape, reads the quota set (``describe``), sweeps the brokers' endpoints
 (:func:`~quota_core.telemetry.sweep.scrape_all`), joins them, and yields gauge families.
 Nothing here writes the exposition format: ``prometheus_client`` does.
 
-Series (README "Use it from your monitoring" has the table):
+Series (docs/monitoring.md has the table):
 
 * per broker and bucket (``broker`` node id, ``quota_type``, ``key``, the bucket's ``user``
   and ``client_id``, the ``entry`` that sets the limit and its ``level``):
