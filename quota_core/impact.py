@@ -25,7 +25,7 @@ from .bulk import bulk_resolve
 from .entities import CLIENT_ID, IP, USER, Entity
 from .errors import ConcurrentChange, ParseError
 from .keys import CLIENT_KEYS, IP_KEYS
-from .ladder import on_ladder
+from .ladder import on_any_ladder, on_ladder
 from .resolution import ANONYMOUS, resolve_ip
 from .units import format_quota
 
@@ -186,9 +186,9 @@ def client_impact(before: QuotaSet, after: QuotaSet, clients: Sequence[tuple[str
     (with :func:`quota_core.bulk.bulk_resolve`), so this stays fast for big sets."""
     import numpy as np
 
-    matchers = [on_ladder(e) for e in changed if not e.is_ip]
+    touched = on_any_ladder(changed)
     unique = list(dict.fromkeys(clients))
-    candidates = [(u, c) for u, c in unique if any(m(u, c) for m in matchers)]
+    candidates = [(u, c) for u, c in unique if touched(u, c)]
     if not candidates:
         return []
     users = [u for u, _ in candidates]

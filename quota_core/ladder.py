@@ -33,7 +33,7 @@ rule is made once (tests/test_ladder_single_source.py proves it).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 from .entities import CLIENT_ID, IP, USER, Entity
 
@@ -55,6 +55,7 @@ __all__ = [
     "level_of",
     "source_entity",
     "on_ladder",
+    "on_any_ladder",
 ]
 
 #: How a rung (or an entity) holds one entity type: a name, the default, or not at all.
@@ -183,4 +184,26 @@ def on_ladder(entity: Entity) -> Callable[[str, str], bool]:
     def test(u: str, c: str) -> bool:
         return (consulted(r, bool(u), bool(c))
                 and (user is None or u == user) and (client is None or c == client))
+    return test
+
+
+def on_any_ladder(entities: Iterable[Entity]) -> Callable[[str, str], bool]:
+    """A predicate ``(user, client_id) -> bool``: is any of ``entities`` consulted for that
+    client? As ``any(on_ladder(e)(u, c) for e in entities)``, but one set lookup per rung:
+    testing N clients against N changed entities (a plan of a whole set) is linear, not
+    quadratic (issue 32)."""
+    keys: set[tuple[int, str | None, str | None]] = set()
+    for entity in entities:
+        level = level_of(entity)
+        if level is None:
+            continue
+        r = rung(level)
+        keys.add((level, entity.name(USER) if r.user == NAME else None,
+                  entity.name(CLIENT_ID) if r.client_id == NAME else None))
+    rungs = [r for r in LADDER if any(k[0] == r.level for k in keys)]
+
+    def test(u: str, c: str) -> bool:
+        return any(consulted(r, bool(u), bool(c)) and
+                   (r.level, u if r.user == NAME else None,
+                    c if r.client_id == NAME else None) in keys for r in rungs)
     return test

@@ -35,9 +35,9 @@ class Counting(QuotaBackend):
         return self.inner.info()
 
     @contextlib.contextmanager
-    def write_lease(self, holder, wait_s):
+    def write_lease(self, holder, wait_s, hold_s=None):
         self.calls.append("lease")
-        with self.inner.write_lease(holder, wait_s) as lease:
+        with self.inner.write_lease(holder, wait_s, hold_s) as lease:
             yield lease
         self.calls.append("released")
 

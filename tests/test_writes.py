@@ -299,11 +299,11 @@ def app_env(monkeypatch, tmp_path, audit_log):
 
 def test_the_audit_page_shows_an_intent_without_outcome_as_writer_stopped(app_env, audit_log):
     from quota_core.alterations import Alteration
-    from quota_core.changes.audit import new_record
+    from quota_core.changes.audit import new_record, store_fields
     from tests.app_steps import run_app
 
-    AuditLog(audit_log).append(new_record(
-        actor="jdoe", cluster={}, alteration=Alteration.of(E(user="alice"), {"producer_byte_rate": 9}),
+    AuditLog(audit_log).append(new_record(  # a record of this page's store: it opens on it
+        actor="jdoe", cluster=store_fields(SandboxBackend(app_env)), alteration=Alteration.of(E(user="alice"), {"producer_byte_rate": 9}),
         before={"producer_byte_rate": 1}, after={"producer_byte_rate": 9}, outcome="intent",
         phase="intent"))
     at = run_app("pages/audit.py")

@@ -79,11 +79,14 @@ class QuotaBackend(ABC):
         self.close()
 
     @contextlib.contextmanager
-    def write_lease(self, holder: str, wait_s: float) -> Iterator[WriteLease]:
+    def write_lease(self, holder: str, wait_s: float,
+                    hold_s: float | None = None) -> Iterator[WriteLease]:
         """Hold this store's one write lease (waiting up to ``wait_s``) around a guarded
         write, so writers of this tool never interleave their re-read, alter and read-back.
-        Raises LeaseUnavailable when it cannot be taken. The base class has no other writers
-        to keep out (a store held in memory); the sandbox and Kafka backends override it."""
+        ``hold_s`` is how long the writer may need it: a lease that expires (Kafka's) is
+        asked for at least that long (None: the store's default). Raises LeaseUnavailable
+        when it cannot be taken. The base class has no other writers to keep out (a store
+        held in memory); the sandbox and Kafka backends override it."""
         yield WriteLease(holder)
 
     def identity(self) -> str | None:

@@ -688,17 +688,22 @@ class KafkaBackend(QuotaBackend):
             if len(batches) > 1:
                 action += f" (request {index + 1} of {len(batches)}, {len(batch):,} entities)"
                 log.info("%s", action)
-            later = [a.entity for b in batches[index + 1:] for a in b]
+            # the entities of the requests after this one: only for an outcome unknown (made
+            # for every request, it was quadratic in the entities: issue 32)
+            def later_entities(index=index) -> list[Entity]:
+                return [a.entity for b in batches[index + 1:] for a in b]
             doubtful: dict[Entity, EntityResult] = {}
             try:
                 answered = self._alter_request(batch, validate_only, action, doubtful)
             except _LostAfterSend as lost:
-                results.update(self._settle(batch, self._lost(lost, action), results, later))
+                results.update(self._settle(batch, self._lost(lost, action), results,
+                                            later_entities))
                 continue
             except ConnectionFailed as exc:
                 if not results:
                     raise  # nothing was sent: a plain connection failure
                 sent = {r.entity: r for r in results.values()}
+                later = later_entities()
                 raise OutcomeUnknown(
                     f"{exc} {len(sent):,} of {len(set(a.entity for a in alterations)):,} "
                     f"entities were sent before ({sum(r.ok for r in sent.values()):,} applied); "
@@ -712,7 +717,7 @@ class KafkaBackend(QuotaBackend):
                        f"{first.error_code} ({first.error}), which says nothing about whether "
                        f"the change was applied (the controller moved or did not answer in time)")
                 results.update(self._settle([a for a in batch if a.entity in doubtful], why,
-                                            results, later))
+                                            results, later_entities))
         ordered = [results[e] for e in dict.fromkeys(a.entity for a in alterations)]
         if not validate_only:
             first_of: dict[Entity, Alteration] = {}
@@ -796,7 +801,8 @@ class KafkaBackend(QuotaBackend):
                 f"lost while {action}, after the request was sent ({reason})")
 
     def _settle(self, batch: Sequence[Alteration], why: str,
-                earlier: Mapping[Entity, EntityResult], later: Sequence[Entity]
+                earlier: Mapping[Entity, EntityResult],
+                later_entities: Callable[[], Sequence[Entity]]
                 ) -> dict[Entity, EntityResult]:
         """After a request was sent and its answer lost (or not telling: ``why``): describe
         (when the cluster answers, for at most ``timeout_s``) until every change shows. A
@@ -827,8 +833,10 @@ class KafkaBackend(QuotaBackend):
                 log.info("cannot settle the alter: %s", exc)
                 break
             answered_at = answered_at or time.monotonic()
-            confirmed += [a.entity for a in pending if _visible(a.ops, current[a.entity])]
-            pending = [a for a in pending if a.entity not in set(confirmed)]
+            shown = [a.entity for a in pending if _visible(a.ops, current[a.entity])]
+            confirmed += shown
+            done = set(shown)  # one set per round, not one per entity (issue 32)
+            pending = [a for a in pending if a.entity not in done]
             if (not pending or time.monotonic() - answered_at > self.propagation_timeout_s
                     or time.monotonic() + delay > deadline):
                 break
@@ -840,6 +848,7 @@ class KafkaBackend(QuotaBackend):
                 self._progress(f"Describe shows the change applied to all {len(first):,} "
                                f"entities.")
             return {e: EntityResult(e) for e in first}
+        later = later_entities()
         unknown = [a.entity for a in pending] + sorted(repeated, key=Entity.sort_key)
         known = [r for e, r in earlier.items() if e not in first] + \
             [EntityResult(e) for e in confirmed]
@@ -984,14 +993,15 @@ class KafkaBackend(QuotaBackend):
             unknown_label="outcome unknown (accepted by the cluster, not yet shown by "
                           + names + ")")
 
-    def write_lease(self, holder: str, wait_s: float):
+    def write_lease(self, holder: str, wait_s: float, hold_s: float | None = None):
         """The cluster's write lease (:mod:`quota_core.backends.kafka_lease`), with this backend's
-        connection settings."""
-        from .kafka_lease import kafka_write_lease
+        connection settings, held for ``QUOTA_LEASE_SECONDS`` or ``hold_s``, the longer."""
+        from .kafka_lease import hold_seconds, kafka_write_lease
 
         return kafka_write_lease(self.config.librdkafka_config() | {
             "bootstrap.servers": self.bootstrap_servers}, holder, wait_s,
-            principal=self.config.principal())
+            principal=self.config.principal(),
+            hold_s=None if hold_s is None else max(hold_seconds(), hold_s))
 
     def info(self) -> ClusterInfo:
         # The cluster id of the Metadata answer is DescribeCluster's (both read it from the

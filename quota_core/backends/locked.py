@@ -36,11 +36,12 @@ class LockedBackend(QuotaBackend):
             return self.inner.info()
 
     @contextlib.contextmanager
-    def write_lease(self, holder: str, wait_s: float):
+    def write_lease(self, holder: str, wait_s: float, hold_s: float | None = None):
         # The store's own lease (the sandbox's transaction, Kafka's lease topic), held with
         # this connection's lock: another browser session's read on the same connection
         # must not run inside this writer's transaction.
-        with self._lock, self.inner.write_lease(holder, wait_s) as lease:
+        longer = {} if hold_s is None else {"hold_s": hold_s}
+        with self._lock, self.inner.write_lease(holder, wait_s, **longer) as lease:
             yield lease
 
     def identity(self) -> str | None:

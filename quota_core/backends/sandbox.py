@@ -9,6 +9,13 @@ mode), so a request is applied whole or not at all, never interleaved with anoth
 transaction held around a writer's re-read, alter and read-back (each alter inside it is a
 savepoint), committed on release. SQLite admits one such transaction per file, and a killed
 writer's lock goes with its process, so nobody waits for a dead one.
+
+A sandbox's id (:meth:`SandboxBackend.identity`, what binds a plan to its store) belongs to
+one file: the file's device and inode are kept beside it. A byte copy (``cp a.sqlite
+b.sqlite``) carries the id but not the inode, so the copy gets an id of its own on its first
+write, or when a plan or apply asks for its identity (issue 32): a plan made on ``a.sqlite``
+is refused on ``b.sqlite``. Renaming or moving a file within its file system keeps its inode,
+and so its id.
 """
 from __future__ import annotations
 
@@ -295,8 +302,7 @@ class SandboxBackend(QuotaBackend):
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     self._conn.execute(statement)
-            self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('cluster_id', ?)",
-                               (f"sandbox-{uuid.uuid4().hex[:12]}",))
+            self._claim_id(self._conn)
         except BaseException:
             self._conn.execute("ROLLBACK")
             raise
@@ -372,10 +378,12 @@ class SandboxBackend(QuotaBackend):
         return self.path.with_name(self.path.name + "-lease")
 
     @contextlib.contextmanager
-    def write_lease(self, holder: str, wait_s: float) -> Iterator[WriteLease]:
+    def write_lease(self, holder: str, wait_s: float,
+                    hold_s: float | None = None) -> Iterator[WriteLease]:
         """The file's write transaction, held (``BEGIN IMMEDIATE``, waiting up to ``wait_s``)
-        until the block ends: committed then, rolled back if it raises. Who holds it is
-        written beside the file (``PATH-lease``) so a writer that waits can name them."""
+        until the block ends: committed then, rolled back if it raises (it never expires, so
+        ``hold_s`` changes nothing). Who holds it is written beside the file (``PATH-lease``)
+        so a writer that waits can name them."""
         with self._lock:
             if self._leased:
                 raise LeaseUnavailable("This sandbox connection already holds its write lease.")
@@ -421,17 +429,52 @@ class SandboxBackend(QuotaBackend):
         except (OSError, ValueError, KeyError, TypeError):
             return "another writer"
 
+    def _file_id(self) -> str | None:
+        """This file's device and inode ("dev:ino"), None when it does not exist."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return f"{st.st_dev}:{st.st_ino}"
+
+    def _claim_id(self, conn: sqlite3.Connection) -> None:
+        """Inside a write transaction: give the file an id unless it has one of its own. An id
+        recorded with another file's inode came with a byte copy: the copy gets a new id."""
+        here = self._file_id()
+        rows = dict(conn.execute(
+            "SELECT name, value FROM meta WHERE name IN ('cluster_id', 'file')").fetchall())
+        if "cluster_id" not in rows or rows.get("file", here) != here:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('cluster_id', ?)",
+                         (f"sandbox-{uuid.uuid4().hex[:12]}",))
+        if here is not None and rows.get("file") != here:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('file', ?)", (here,))
+
     def identity(self) -> str | None:
-        """The sandbox's id, made now (in the file) for an older file that lacks one; None
-        for a file that does not exist yet or cannot be written."""
-        cluster_id = self.info().cluster_id
-        if cluster_id is None and self._read_conn() is not None:
+        """The sandbox's id. Made now (in the file) for an older file that lacks one, and for
+        a byte copy of another sandbox (its id was the original's); None for a file that
+        does not exist yet, or a copy that cannot be written."""
+        info = self.info()
+        if self._read_conn() is not None and self._own_id() is not True:
             try:
                 self.init()
-            except QuotaError:
-                return None
-            cluster_id = self.info().cluster_id
-        return cluster_id
+            except QuotaError:  # cannot be written: an older file keeps its id, a copy has none
+                return info.cluster_id
+            info = self.info()
+        return info.cluster_id
+
+    def _own_id(self) -> bool | None:
+        """Whether the stored id was made in this file: True, False (a copy), or None (no
+        id, or an older file that did not record its inode)."""
+        with self._lock:
+            conn = self._read_conn()
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE name='file'").fetchone() \
+                    if conn is not None else None
+            except sqlite3.Error:
+                row = None
+        if row is None:
+            return None
+        return row[0] == self._file_id()
 
     def _request(self, request: Sequence[Alteration],
                  validate_only: bool) -> dict[Entity, EntityResult]:
@@ -502,15 +545,20 @@ class SandboxBackend(QuotaBackend):
             self._cache = None
 
     def info(self) -> ClusterInfo:
-        """The cluster id is made when the file is created: None before the first write."""
+        """The cluster id is made when the file is created: None before the first write, and
+        for a byte copy of another sandbox until its first write (its id is the original's)."""
         with self._lock:
             conn = self._read_conn()
             try:
-                row = conn.execute("SELECT value FROM meta WHERE name='cluster_id'").fetchone() \
-                    if conn is not None else None
+                rows = dict(conn.execute("SELECT name, value FROM meta WHERE name IN "
+                                         "('cluster_id', 'file')").fetchall()) \
+                    if conn is not None else {}
             except sqlite3.Error:  # an older file without the meta table
-                row = None
-        return ClusterInfo("sandbox", str(self.path), row[0] if row else None, 1)
+                rows = {}
+        cluster_id = rows.get("cluster_id")
+        if "file" in rows and rows["file"] != self._file_id():
+            cluster_id = None
+        return ClusterInfo("sandbox", str(self.path), cluster_id, 1)
 
     def close(self) -> None:
         for conn in (self._reader, self._writer):

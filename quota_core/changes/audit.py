@@ -24,7 +24,7 @@ import io
 import json
 import os
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -174,8 +174,10 @@ class AuditRecord:
     ref: str = ""
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"),
-                          allow_nan=False)
+        # The fields hold plain JSON values: a shallow dict, not asdict's deep copy (a tenth
+        # of the time; a 100k import writes 200k lines).
+        return json.dumps({name: getattr(self, name) for name in self.__dataclass_fields__},
+                          ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "AuditRecord":

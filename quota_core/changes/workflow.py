@@ -3,11 +3,13 @@
 Every writer goes through here (the Edit page, the CLI's alter and import, plan/apply), so
 all of them validate the same way, refuse the same concurrent changes and write the same
 audit log. :func:`preview` is ``checked_alter(validate_only=True)`` plus the diff and the
-client impact; :func:`apply_changes` (one entity: :func:`apply_change`) takes the store's
-write lease, re-reads the entities once (the guard read), refuses with :class:`~quota_core.errors.ConcurrentChange`
-if any moved since it was loaded, writes and fsyncs the audit intents, applies in one request,
-reads the result back once (bounded: no second polling loop), releases the lease and appends one outcome line per entity. A read-back
-that is not what this writer wrote is a conflict, never "applied".
+client impact; :func:`apply_changes` (one entity: :func:`apply_change`) builds the audit
+intents, takes the store's write lease, re-reads the entities once (the guard read), refuses
+with :class:`~quota_core.errors.ConcurrentChange` if any moved since it was loaded, writes and
+fsyncs the intents, applies in one request, reads the result back once (bounded: no second
+polling loop), releases the lease and appends one outcome line per entity. A read-back that is
+not what this writer wrote is a conflict, never "applied". Every step is linear in the
+entities (issue 32).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Callable, Mapping, Sequence
 
 from ..alterations import AlterOutcome, Alteration, EntityResult, apply_ops
 from .audit import AuditLog, AuditRecord, new_record, outcome_record
+from .progress import ApplyProgress
 from ..backends.base import QuotaBackend, checked_alter
 from ..entities import Entity
 from ..validation import validate_alterations
@@ -25,6 +28,13 @@ from ..limits import PER_ENTITY_READS
 from ..live import TrafficChange, traffic_impact
 from ..impact import (ClientChange, KeyChange, apply_alteration, client_impact, entity_diff,
                       ensure_unchanged, ip_impact)
+
+#: How much longer a guarded write may take per 1,000 entities than its fixed part (the
+#: lease, a describe, one request): the guard read, the intents, the alter and the read-back
+#: of 100,000 entities held a 3-broker cluster's lease 32 s (64 s on busier cores; issue 32).
+#: A write asks for its lease, and checks before sending that the lease has left, this much
+#: more.
+LEASE_S_PER_1000 = 1.0
 
 __all__ = ["Preview", "Applied", "AppliedSet", "preview", "apply_change", "apply_changes",
            "conflict_message", "read_back_set"]
@@ -201,12 +211,29 @@ def _append_quietly(audit: AuditLog, records: Sequence[AuditRecord]) -> QuotaErr
     return None
 
 
+def _stopped_outcomes(exc: BaseException, intents: Mapping[Entity, AuditRecord],
+                      before: Mapping[Entity, Mapping[str, float]],
+                      meant: Mapping[Entity, Mapping[str, float]],
+                      sent: bool) -> list[AuditRecord]:
+    """The outcome lines of intents that an unforeseen stop left open (an interrupt, a lease
+    that ran out before sending, a failed commit): ``not sent`` when nothing had been sent,
+    else ``unknown``. No intent is left without an outcome while this process lives."""
+    what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+    if not sent:
+        return [outcome_record(i, "not sent", before[e], note=f"not sent (not applied): {what}")
+                for e, i in intents.items()]
+    return [outcome_record(i, "unknown", meant[e], note=(
+        f"outcome unknown: the writer stopped after sending ({what}); 'after' is what was "
+        f"asked for: describe the entity to see")) for e, i in intents.items()]
+
+
 def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
                   loaded: Mapping[Entity, Mapping[str, float]], *, actor: str,
                   cluster: Mapping[str, object], audit: AuditLog, action: str = "alter",
                   extra: Mapping | None = None, lease_wait_s: float | None = None,
                   precheck: Callable[[QuotaBackend], None] | None = None,
-                  validate: bool = True) -> AppliedSet:
+                  validate: bool = True,
+                  progress: Callable[[str], None] | None = None) -> AppliedSet:
     """Apply each alteration if its entity still holds what ``loaded`` says (an entity
     missing from ``loaded`` must not exist); each entity is all-or-nothing.
 
@@ -219,7 +246,16 @@ def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
     audit log must be writable (ConfigError) and the alterations valid (AlterationError). A
     request that fails as a whole raises BackendError; a lost answer OutcomeUnknown.
     ``validate=False`` leaves the values to the backend, whose refusals come back per entity
-    (the kafka-configs.sh dialect prints the broker's own reasons)."""
+    (the kafka-configs.sh dialect prints the broker's own reasons).
+
+    The lease is held only for the guarded step: what each entity will hold and its intent
+    line are worked out before it is taken (from ``loaded``, which the re-read then proves
+    current), the outcome lines after it is released. Every lookup is a dict, so the time
+    grows linearly with the entities (issue 32). Every intent line written gets its outcome
+    line, however the step ends (an exception names it; only a killed process leaves an
+    intent open, read as "the writer stopped"). ``progress`` gets a line per step (and every
+    few seconds while one lasts) for an apply of many entities
+    (:class:`~quota_core.changes.progress.ApplyProgress`)."""
     audit.ensure_writable()
     if validate:
         validate_alterations(alterations)
@@ -228,71 +264,112 @@ def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
     first: dict[Entity, Alteration] = {}
     for a in alterations:
         first.setdefault(a.entity, a)
-    with backend.write_lease(actor, wait_s) as lease:
-        if precheck is not None:
-            precheck(backend)
-        current = _read_entities(backend, list(first))
-        conflicts: list[ConcurrentChange] = []
-        for a in alterations:
-            try:
-                ensure_unchanged(a.entity, loaded.get(a.entity, {}), current[a.entity])
-            except ConcurrentChange as exc:
-                conflicts.append(exc)
-        if len(conflicts) == 1:
-            raise conflicts[0]
-        if conflicts:
-            raise ConcurrentChange(
-                f"{len(conflicts)} entities changed since they were read; nothing was applied: "
-                + " ".join(c.context["entity"].display() + ": " + "; ".join(
-                    k.describe() for k in c.context["changes"]) + "." for c in conflicts)
-                + " Read them again and make the change again.",
-                conflicts=conflicts, changes=[k for c in conflicts for k in c.context["changes"]])
-        meant = {e: apply_ops(current[e], a.ops) for e, a in first.items()}
+    n = len(first)
+    timeout_s = float(getattr(backend, "timeout_s", 10.0))
+    # the alter and its read-back must end while the lease is held: a bigger write asks for
+    # a longer lease, and for that much of it to be left before sending
+    sending_s = min(timeout_s, 20.0) + 10.0 + n / 1000 * LEASE_S_PER_1000
+    hold_s = sending_s + n / 1000 * LEASE_S_PER_1000  # and the guard read and intents before
+    with ApplyProgress(progress, n) as report:
+        report.step(f"preparing {n:,} intents")
+        # Planned before the lease: the re-read under it refuses any entity that no longer
+        # holds what was loaded, so these are the values it holds when the change is sent.
+        before = {e: dict(loaded.get(e, {})) for e in first}
+        meant = {e: apply_ops(before[e], a.ops) for e, a in first.items()}
         intents = {e: new_record(actor=actor, cluster=cluster, alteration=a,
-                                 before=current[e], after=meant[e],
+                                 before=before[e], after=meant[e],
                                  action="delete" if action == "alter" and not meant[e]
                                  else action, outcome="intent", extra=extra, phase="intent")
                    for e, a in first.items()}
-        audit.append_many(list(intents.values()))  # durable before anything is sent
-        # the alter and its read-back must end while the lease is held
-        lease.ensure(min(float(getattr(backend, "timeout_s", 10.0)), 20.0) + 10.0)
+        report.step("waiting for the write lease")
+        recorded = sent = closed = False
         try:
-            outcome = backend.alter(alterations)
-        except OutcomeUnknown as exc:  # says itself what is known, unknown and not sent
-            _append_quietly(audit, _outcomes_unknown(exc, intents, current, meant))
+            with backend.write_lease(actor, wait_s, hold_s=hold_s) as lease:
+                report.step(f"checking that the {n:,} entities still hold what was read")
+                if precheck is not None:
+                    precheck(backend)
+                current = _read_entities(backend, list(first))
+                _refuse_moved(alterations, before, current)
+                report.step(f"recording {n:,} intents in the audit log")
+                audit.append_many(list(intents.values()))  # durable before anything is sent
+                recorded = True
+                lease.ensure(sending_s)
+                report.step("sending the changes")
+                sent = True
+                try:
+                    outcome = backend.alter(alterations)
+                except OutcomeUnknown as exc:  # says itself what is known, unknown, not sent
+                    closed = True
+                    _append_quietly(audit, _outcomes_unknown(exc, intents, before, meant))
+                    raise
+                except BackendError as exc:
+                    closed = True
+                    _append_quietly(audit, _outcomes_unknown(exc, intents, before, meant))
+                    raise BackendError(
+                        f"The request to apply {len(alterations)} entity "
+                        f"change{'' if len(alterations) == 1 else 's'} failed: {exc} Whether "
+                        f"{'it was' if len(alterations) == 1 else 'they were'} applied is not "
+                        f"known: describe the entit{'y' if len(alterations) == 1 else 'ies'} "
+                        f"(or plan again) to see.", phase="alter") from exc
+                answered = outcome.by_entity
+                ok = [a for e, a in first.items() if e in answered and answered[e].ok]
+                expected = {a.entity: meant[a.entity] for a in ok}
+                unreadable = ""
+                report.step(f"reading back {len(expected):,} changes")
+                try:
+                    got, settled = read_back_set(backend, expected) if ok else ({}, {})
+                except QuotaError as exc:  # applied, but not readable now: record what was sent
+                    got = {e: dict(q) for e, q in expected.items()}
+                    settled = {e: True for e in expected}
+                    unreadable = f"could not read back ({exc}); 'after' is what was sent"
+            report.step(f"recording {n:,} outcomes in the audit log")
+            rows: list[AuditRecord] = []
+            applied: list[Applied] = []
+            for a in ok:
+                e = a.entity
+                if settled[e]:
+                    row = outcome_record(intents[e], "applied", got[e], note=unreadable)
+                else:
+                    row = outcome_record(intents[e], "conflict", got[e], note=(
+                        "the read-back shows other values than this change wrote: another writer "
+                        "changed the entity meanwhile"))
+                rows.append(row)
+                applied.append(Applied(a, dict(before[e]), got[e], row, settled[e], meant[e]))
+            for e, intent in intents.items():
+                r = answered.get(e)
+                if r is None:  # the backend did not answer for it (never expected of one)
+                    rows.append(outcome_record(intent, "unknown", meant[e],
+                                               note="outcome unknown: the cluster's answer did "
+                                                    "not name this entity"))
+                elif not r.ok:
+                    rows.append(outcome_record(intent, "refused", before[e], note=str(r.error)))
+            audit_error = _append_quietly(audit, rows)
+            closed = True
+        except BaseException as exc:
+            if recorded and not closed:  # an intent must never be left without its outcome
+                _append_quietly(audit, _stopped_outcomes(exc, intents, before, meant, sent))
             raise
-        except BackendError as exc:
-            _append_quietly(audit, _outcomes_unknown(exc, intents, current, meant))
-            n = len(alterations)
-            raise BackendError(
-                f"The request to apply {n} entity change{'' if n == 1 else 's'} failed: {exc} "
-                f"Whether {'it was' if n == 1 else 'they were'} applied is not known: describe "
-                f"the entit{'y' if n == 1 else 'ies'} (or plan again) to see.",
-                phase="alter") from exc
-        ok = [a for a in first.values() if outcome.for_entity(a.entity).ok]
-        expected = {a.entity: meant[a.entity] for a in ok}
-        unreadable = ""
-        try:
-            got, settled = read_back_set(backend, expected) if ok else ({}, {})
-        except QuotaError as exc:  # applied, but not readable now: record what was sent
-            got, settled = {e: dict(q) for e, q in expected.items()}, {e: True for e in expected}
-            unreadable = f"could not read back ({exc}); 'after' is what was sent"
-    rows: list[AuditRecord] = []
-    applied: list[Applied] = []
-    for a in ok:
-        e = a.entity
-        if settled[e]:
-            row = outcome_record(intents[e], "applied", got[e], note=unreadable)
-        else:
-            row = outcome_record(intents[e], "conflict", got[e], note=(
-                "the read-back shows other values than this change wrote: another writer "
-                "changed the entity meanwhile"))
-        rows.append(row)
-        applied.append(Applied(a, dict(current[e]), got[e], row, settled[e], meant[e]))
-    for r in outcome.failed:
-        if r.entity in intents:
-            rows.append(outcome_record(intents[r.entity], "refused", current[r.entity],
-                                       note=str(r.error)))
-    audit_error = _append_quietly(audit, rows)
+        report.done(f"{len(ok):,} applied, {len(outcome.failed):,} refused")
     return AppliedSet(outcome, [a for a in applied if a.settled], list(outcome.failed),
                       audit_error, [a for a in applied if not a.settled])
+
+
+def _refuse_moved(alterations: Sequence[Alteration], loaded: Mapping[Entity, Mapping],
+                  current: Mapping[Entity, Mapping]) -> None:
+    """ConcurrentChange (nothing applied) listing every entity that no longer holds what
+    was loaded."""
+    conflicts: list[ConcurrentChange] = []
+    for a in alterations:
+        try:
+            ensure_unchanged(a.entity, loaded[a.entity], current[a.entity])
+        except ConcurrentChange as exc:
+            conflicts.append(exc)
+    if len(conflicts) == 1:
+        raise conflicts[0]
+    if conflicts:
+        raise ConcurrentChange(
+            f"{len(conflicts)} entities changed since they were read; nothing was applied: "
+            + " ".join(c.context["entity"].display() + ": " + "; ".join(
+                k.describe() for k in c.context["changes"]) + "." for c in conflicts)
+            + " Read them again and make the change again.",
+            conflicts=conflicts, changes=[k for c in conflicts for k in c.context["changes"]])

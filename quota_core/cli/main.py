@@ -31,6 +31,7 @@ from ..entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity, _is_utf8_text
 from ..errors import (AlterationError, OutcomeUnknown, ParseError, QuotaError, UsageError,
                       ValidationError)
 from .exits import exit_code
+from .signals import Terminated
 from ..filters import EntityFilter, FilterComponent
 from ..resolution import resolve, resolve_ip
 from .spec import parse_add, parse_defaults, parse_delete, parse_names
@@ -325,12 +326,16 @@ def _apply(backend: QuotaBackend, alterations: list[Alteration], loaded, args: a
     from ..changes.audit import AuditLog, default_audit_path, os_user, store_fields
     from ..changes.workflow import apply_changes
 
+    from .signals import sigterm_raises
+
     audit = AuditLog(args.audit_log or default_audit_path(os.environ))
-    with output.says_where_audited(audit, err):
+    with sigterm_raises(), output.says_where_audited(audit, err):
+        # a SIGTERM closes the audit intents before the process ends
         done = apply_changes(backend, alterations, loaded, actor=args.actor or os_user(),
                              cluster=store_fields(backend), audit=audit, action=action,
                              extra={"via": f"cli {action}"},
-                             lease_wait_s=getattr(args, "timeout", None))
+                             lease_wait_s=getattr(args, "timeout", None),
+                             progress=lambda line: err.write(f"{PROG}: {line}\n"))
     if done.conflicts:  # written, but the read-back shows another writer's values: exit 1
         from ..changes.workflow import conflict_message
 
@@ -516,6 +521,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     except KeyboardInterrupt:  # Ctrl-C during a wait: one line, the shell's status for SIGINT
         err.write(f"{PROG}: interrupted (Ctrl-C).\n")
         return 130
+    except Terminated:  # SIGTERM during a write, after its audit intents were closed
+        err.write(f"{PROG}: stopped by SIGTERM; the audit log says what was sent.\n")
+        return 143
     except BrokenPipeError:
         return 0
     except Exception as exc:  # a bug: one line rather than a traceback (the fuzz test finds them)

@@ -105,9 +105,14 @@ def _check_where(args: argparse.Namespace) -> None:
                      f"first. Check the path.")
 
 
-def _read_text(path: Path) -> str:
+#: The largest plan file ``apply`` reads: a plan of 100,000 entries (each with its key changes
+#: and the clients it affects) is about 120 MiB, more than a quota file's 64 MiB (issue 32).
+PLAN_LIMIT = 256 * 2**20
+
+
+def _read_text(path: Path, limit: int = IMPORT_LIMIT) -> str:
     try:
-        return read_text_file(path, "quota or plan file", IMPORT_LIMIT)  # bounded (issue 16)
+        return read_text_file(path, "quota or plan file", limit)  # bounded (issue 16)
     except OSError as exc:
         raise ParseError(f"Cannot read {path}: {exc.strerror}.") from exc
     except UnicodeDecodeError as exc:
@@ -221,6 +226,7 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     from ..plan import (check_plan_cluster, load_plan, plan_key, read_plan, since_plan,
                         verify_plan)
     from ..changes.workflow import apply_changes
+    from .signals import sigterm_raises
 
     try:
         args = _parse(apply_parser(), argv, err, out)
@@ -230,7 +236,7 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     try:
         _check_where(args)
         path = Path(args.plan_file)
-        doc = load_plan(_read_text(path), str(path))  # NaN & co. kept to name their field
+        doc = load_plan(_read_text(path, PLAN_LIMIT), str(path))  # NaN & co. kept to name their field
         plan = read_plan(doc, str(path))
         verify_plan(doc, plan_key(os.environ), str(path))
     except UsageError as exc:
@@ -258,12 +264,13 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
             if not plan.changes:
                 err.write(f"Nothing to apply: {path} has no changes.\n")
                 return 0
-            with says_where_audited(audit, err):
+            with sigterm_raises(), says_where_audited(audit, err):  # a SIGTERM closes the intents first
                 done = apply_changes(backend, plan.alterations, plan.base, actor=actor,
                                      cluster=store_fields(backend), audit=audit,
                                      action="apply",
                                      extra={"via": "cli apply", "plan": str(path)},
-                                     lease_wait_s=args.timeout, precheck=unchanged_since_plan)
+                                     lease_wait_s=args.timeout, precheck=unchanged_since_plan,
+                                     progress=lambda line: err.write(f"{prefix}: {line}\n"))
     except _AlreadyApplied:
         err.write(f"Nothing to apply: the cluster already holds the quota set {path} "
                   f"leads to (it was applied already).\n")
