@@ -20,8 +20,11 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from quota_core.sizing import suggest_quota
+from quota_core.telemetry.schema import WINDOW_KEYS
+
 from pipeline.analysis import BUCKET, ENTRY, WORST
-from pipeline.columns import integral_keys, throttle_caps
+from pipeline.columns import throttle_caps
 from pipeline.errors import PipelineError
 from pipeline.resolve import resolve_buckets
 from pipeline.schema import KEY_FOR_TYPE, QUOTA_COLUMNS, USAGE_COLUMNS
@@ -44,7 +47,9 @@ def read_history(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def versions_from_rows(rows: pd.DataFrame, where: str = "quotas") -> QuotaVersions:
     """Snapshots folded into versions: a snapshot equal to the one before it (same rows, in
-    any order) starts no new version (snapshots.versions_from_rows, in pandas)."""
+    any order) starts no new version (snapshots.versions_from_rows, in pandas; the quota
+    window's rows left out as there)."""
+    rows = rows[~rows["key"].isin(WINDOW_KEYS)]
     if rows.empty:
         raise PipelineError(f"{where}: no quota snapshots.", path=where)
     ts_us = rows["ts"].dt.as_unit("us").astype("int64")
@@ -214,9 +219,8 @@ def sizing(win: pd.DataFrame) -> pd.DataFrame:
                                "client_id": None if pd.isna(c) else c}
                               for u, c in zip(tight["user"], tight["client_id"])]
     out = out.reset_index()
-    whole = out["key"].isin(integral_keys()).to_numpy()
-    suggested = np.where(whole, np.ceil(out["p99_max"].to_numpy(dtype=float)),
-                         out["p99_max"].to_numpy(dtype=float))
+    suggested = np.array([suggest_quota(k, p) for k, p in zip(out["key"], out["p99_max"])],
+                         dtype=float)  # the one definition (quota_core.sizing)
     out["suggested_quota"] = suggested
     with np.errstate(divide="ignore", invalid="ignore"):
         out["current_over_suggested"] = out["current_quota"].to_numpy(dtype=float) / suggested

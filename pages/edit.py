@@ -324,7 +324,8 @@ if pv is None or pv.alteration != alteration:
 
 with st.container(border=True):
     if pv.accepted:
-        st.success("The cluster accepts this change (validated only, nothing written).",
+        # Information, not an all-clear: the preview's live part may be blind (issue 27).
+        st.info("The cluster accepts this change (validated only, nothing written).",
                    icon=":material/fact_check:")
     else:
         for r in pv.outcome.failed:

@@ -53,9 +53,10 @@ def progress() -> None:
         else:
             st.caption(f"Kept current by the analysis in the background: "
                        f"{md((job_log(where, 1) or ['starting…'])[-1])}")
-    elif not hours:
+    elif not hours or st.session_state.get("hi_started"):
         lines = job_log(where)
-        if lines and any("error" in line for line in lines):
+        if lines and any(line.startswith("error:") for line in lines[-3:]) or \
+                not hours and any("error" in line for line in lines):
             st.error("The last analysis failed:\n\n" + "  \n".join(md(line) for line in lines[-3:]))
     if rollup_state(where).get("updated_at", "") != updated_at:
         st.rerun()  # new rollups landed while this page watched: read them
@@ -68,9 +69,11 @@ if hours:
 if c2.button("Update now" if hours else "Run the analysis", key="hi_run",
              disabled=running, icon=":material/play_arrow:", type="secondary" if hours
              else "primary"):
-    start_job(where)
-    st.session_state["hi_started"] = True
-    st.rerun()
+    busy = start_job(where)
+    if busy is None:
+        st.session_state["hi_started"] = True
+        st.rerun()
+    st.error(md(busy), icon=":material/lock:")  # another job writes the folder: who
 progress()
 if not hours:
     if running:

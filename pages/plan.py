@@ -17,6 +17,7 @@ from quota_core.wording import clients_moved, plural, verb
 from quota_core.changes.workflow import apply_changes
 from ui.live import feed
 from ui.render import traffic_rows
+from ui.spread import preview_unread
 from ui.context import context, secrets_dict
 from ui.sidebar import editing_gate, may_apply
 from ui.registry import registry
@@ -139,6 +140,7 @@ if plan.changes:
     if impact.traffic:
         st.markdown("**At today's rates** (live metrics):")
         st.dataframe(traffic_rows(impact.traffic), hide_index=True)
+        preview_unread()  # brokers not read: named, never judged (quota_core.live)
 
 if not plan.changes:
     st.stop()

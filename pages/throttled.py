@@ -16,7 +16,7 @@ from quota_core.units import format_quota, format_rate
 from quota_core.wording import plural, quota_changed, verb
 from ui.charts import utilisation_bar
 from ui.coverage import unwatched_warnings
-from ui.live import feed, usage_rows
+from ui.live import ended_ago, feed, frame_unread, held_rows
 from ui.render import entity_text
 from ui.spread import show_bucket_spreads
 from ui.context import context, secrets_dict
@@ -66,13 +66,18 @@ def board() -> None:
     # Blind is never green: an endpoint that failed its last scrape is named (host:port), with
     # when it last answered; the counts are then unknown and no all-clear is shown.
     for down in frame.down:
-        st.error(md(f"Cannot read the metrics of {down.name}, {down.since_text(frame.at)}. "
+        st.error(md(f"Cannot read the metrics of {down.label}, {down.since_text(frame.at)}. "
                     f"{down.error}"), icon=":material/cloud_off:")
     unwatched = unwatched_warnings(frame)
-    rows = usage_rows(frame, ctx.snapshot.quotas)
+    # Every broker not read, once (by node id where known): quota_core.coverage.
+    unread = frame_unread(frame, ctx.snapshot.info.node_ids if ctx.snapshot.info else ())
+    rows = held_rows(live, frame, ctx.snapshot.quotas)
     hot = throttled_rows(rows, above=float(above))
     throttled = [r for r in hot if r.throttled]
-    near = [r for r in hot if not r.throttled]  # the rows shown = throttled + near
+    # A throttle time left over from earlier metric samples, the rate under 90 % of the quota
+    # now (quota_core.live.BucketUsage.recent): not "throttled now".
+    recent = [r for r in hot if r.recent]
+    near = [r for r in hot if not r.throttled and not r.recent]  # shown = the three
     age = time.time() - frame.at
     answered = len(live.endpoints) - len(frame.down)
     source = "" if frame.complete else f"from {answered} of {len(live.endpoints)} endpoints "
@@ -81,14 +86,17 @@ def board() -> None:
                f"({ctx.snapshot.age_s:.0f} s ago). {plural(len(rows), 'bucket')} seen on "
                f"{plural(len({r.broker for r in rows}), 'broker')}.")
     unknown = "unknown"
-    c1, c2, c3 = st.columns(3)
+    c1, c4, c2, c3 = st.columns(4)
     c1.metric("throttled now", len(throttled) if frame.complete else unknown)
+    c4.metric("throttled recently", len(recent) if frame.complete else unknown,
+              help="The broker's throttle-time average still holds throttles from earlier "
+                   "metric samples, while the rate is under 90% of the quota now.")
     c2.metric(f"not throttled, at or above {above}% of quota",
               len(near) if frame.complete else unknown)
     c3.metric("buckets without a quota",
               sum(1 for r in rows if r.quota is None) if frame.complete else unknown)
     if not frame.complete:
-        st.warning(md(f"Counts are unknown while {', '.join(d.name for d in frame.down)} cannot "
+        st.warning(md(f"Counts are unknown while {', '.join(d.label for d in frame.down)} cannot "
                       f"be read: a bucket there may be throttled. The rows below come from the "
                       f"endpoints that answered."), icon=":material/visibility_off:")
     if not hot:
@@ -110,10 +118,24 @@ def board() -> None:
                              last_throttle_ms=worst_ms)  # this cluster's records only
     changed = changed_lately(hot, changes) if changes else {}
     if changed:
-        st.info(md(quota_changed(len(changed), window.text(), window.measured_ms[1] / 1000)),
+        st.info(md(quota_changed(len(changed), window.text(), window.measured_ms[1] / 1000)
+                   + f" Its throttle-time average keeps earlier throttles for up to "
+                     f"{window.throttle_memory_ms / 1000:.0f} s: a bucket under 90% of its new "
+                     f"quota shows as throttled recently, not now."),
                 icon=":material/timer:")
+    history = live.history()
+
+    def _state(r) -> str:
+        if r.throttled:
+            return "throttled now"
+        if not r.recent:
+            return "not throttled"
+        ago = ended_ago(history, r, window.throttle_memory_ms, frame.at)
+        return (f"throttled recently (ended about {ago:.0f} s ago)" if ago is not None else
+                f"throttled recently (ended within the last "
+                f"{window.throttle_memory_ms / 1000:.0f} s)")
     table = pd.DataFrame([{
-        "broker": r.broker, "type": r.quota_type,
+        "broker": r.broker, "type": r.quota_type, "state": _state(r),
         "user": "" if r.user is None else r.user,
         "client id": "" if r.client_id is None else r.client_id,
         "rate": format_rate(r.key, r.rate),
@@ -131,7 +153,7 @@ def board() -> None:
         "quota changed": (f"{time.time() - changed[i].at:.0f} s ago" if i in changed else ""),
     } for i, r in enumerate(hot)])
     # The link comes right after the names it resolves, so it is in view at 1,400 px.
-    order = ["broker", "type", "user", "client id", "resolve", "use", "rate", "quota",
+    order = ["broker", "type", "user", "client id", "resolve", "state", "use", "rate", "quota",
              "throttle ms", "quota changed", "level", "entry", "shared by"]
     st.dataframe(table, hide_index=True, key="tn_table", column_order=order, column_config={
         # Full at 100 %: above it the bar stays full and the figure says how far over.
@@ -139,7 +161,7 @@ def board() -> None:
                                                max_value=100),
         "resolve": st.column_config.LinkColumn("resolve", display_text="Resolve →"),
     })
-    show_bucket_spreads(rows, hot, [*(d.name for d in frame.down), *unwatched], key="tn_spread",
+    show_bucket_spreads(rows, hot, unread, key="tn_spread",
                         brokers=frame.brokers)
 
 

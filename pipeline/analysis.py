@@ -25,13 +25,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .columns import estimated_throttle_ms, integral_keys, over_quota, utilisation
+from .columns import estimated_throttle_ms, over_quota, suggested_quota, utilisation
 from .resolve import attach_quotas, bucket_hash, distinct_over
 from .snapshots import QuotaVersions
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from pyspark.sql import Column, DataFrame
+
+    from quota_core.telemetry.schema import SnapshotWindows
 
 __all__ = ["TABLES", "NAMES_SCHEMA", "windows", "bucket_id", "bucket_names", "per_level",
            "by_client", "by_entry", "what_if", "sizing"]
@@ -50,12 +52,14 @@ def _throttled_s(over: "Column") -> "Column":
 
 
 def windows(keyed: "DataFrame", buckets: "pd.DataFrame", versions: QuotaVersions,
-            table: "pd.DataFrame | None" = None) -> "DataFrame":
+            table: "pd.DataFrame | None" = None,
+            quota_windows: "SnapshotWindows | None" = None) -> "DataFrame":
     """Every sample with the quota in force at its ``ts`` and what that meant.
 
     ``keyed`` are the samples with ``version`` and ``key`` (resolve.with_key), ``buckets``
     their distinct buckets (resolve.distinct_buckets), ``table`` their resolution when it
-    was already made (resolve.resolution_table)."""
+    was already made (resolve.resolution_table), ``quota_windows`` the brokers' quota windows
+    the snapshots carried (pipeline.snapshots.split_windows; None: Kafka's defaults)."""
     from pyspark.sql import functions as F
 
     df = attach_quotas(keyed, buckets, versions, table)
@@ -65,7 +69,8 @@ def windows(keyed: "DataFrame", buckets: "pd.DataFrame", versions: QuotaVersions
         "quota", "level", "source",
         utilisation(rate, quota).alias("utilisation"),
         over_quota(rate, quota).alias("over_quota"),
-        estimated_throttle_ms(rate, quota, F.col("key"), F.col("level")).alias("est_throttle_ms"),
+        estimated_throttle_ms(rate, quota, F.col("key"), F.col("level"), F.col("broker"),
+                              quota_windows).alias("est_throttle_ms"),
         F.col("throttle_ms").alias("broker_throttle_ms"),
     )
 
@@ -208,9 +213,9 @@ def by_entry(levels: "DataFrame") -> "DataFrame":
 
 
 def sizing(levels: "DataFrame") -> "DataFrame":
-    """Per entry: ``suggested_quota`` = the largest p99 rate among the buckets it bound (the
-    smallest per-bucket quota under which every one of them stays at or below its p99),
-    rounded up for whole-number keys; ``current_quota`` is the entry's latest value.
+    """Per entry: ``suggested_quota`` = quota_core.sizing.suggest_quota of the largest p99 rate
+    among the buckets it bound (the smallest per-bucket quota under which every one of them
+    stays at or below its p99); ``current_quota`` is the entry's latest value.
     From :func:`per_level` or pipeline.rollups.levels (p99 then within the sketch's rank
     error for buckets of more than pipeline.sketches.K samples)."""
     from pyspark.sql import functions as F
@@ -225,8 +230,7 @@ def sizing(levels: "DataFrame") -> "DataFrame":
         F.max_by(F.struct("user", "client_id"), F.struct("p99", "user", "client_id"))
         .alias("tightest_client"),
     )
-    whole = F.col("key").isin(*integral_keys())
-    suggested = F.when(whole, F.ceil("p99_max").cast("double")).otherwise(F.col("p99_max"))
+    suggested = suggested_quota(F.col("key"), F.col("p99_max"))  # quota_core.sizing's
     return agg.select(*ENTRY, "current_quota", suggested.alias("suggested_quota"),
                       (F.col("current_quota") / suggested).alias("current_over_suggested"),
                       "clients", "tightest_client")

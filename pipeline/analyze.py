@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from contextlib import ExitStack
 import sys
 import time
 import warnings
@@ -168,8 +169,20 @@ def _check_files(args: argparse.Namespace, rollups: str | None, snapshots: bool)
         check_history(args.usage, when, snapshots, rollups=rollups)
 
 
+def _written(args: argparse.Namespace, rollups: str | None) -> list[str]:
+    """The local folders this run writes: ``--out`` and the rollups."""
+    return [f for f in (args.out, rollups) if f and "://" not in f and not f.startswith("kafka:")]
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    with ExitStack() as stack:
+        return _main(sys.argv[1:] if argv is None else argv, stack)
+
+
+def _main(raw_argv: list[str], stack: ExitStack) -> int:
+    from quota_core.telemetry.folder_lock import holding_all
+
+    args = parse_args(raw_argv)
     # pyspark 4.2 warns on every pandas conversion that pandas 3 is not fully supported; what
     # the job uses works (tests/test_pipeline_*), so say it once in the docs, not per call.
     warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas",
@@ -190,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         rollups = rollups_dir(args)
         _check_files(args, rollups, quotas is None)
         client = _kafka_client(args)
+        # one writer per folder, held until the job ends (--follow included): a second job
+        # on the same --out or rollups stops here, naming the one that holds it
+        stack.enter_context(holding_all(_written(args, rollups), ["analyze", *raw_argv]))
         progress("starting Spark")
         spark = get_session(conf=QUIET, with_kafka=args.usage.startswith("kafka:"))
         when = TimeRange(args.start, args.end)

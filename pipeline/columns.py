@@ -2,14 +2,15 @@
 
 The throttle estimate is quota_core.throttle's arithmetic written as a column: Kafka's
 ``Math.round((rate - quota) / quota * window_ms)`` (half up), with the window and the per-key
-caps *read from* quota_core.throttle, not restated. tests/test_pipeline_columns.py checks it
+caps *read from* quota_core.throttle, not restated, for each broker's own quota window as the
+snapshots carried it (quota_core.telemetry.schema). tests/test_pipeline_columns.py checks it
 against the core, row for row.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quota_core.keys import QUOTA_KEYS
+from quota_core.sizing import whole_number_keys
 from quota_core.throttle import estimate_throttle, rate_window_ms
 
 from .resolve import KEYS
@@ -17,8 +18,10 @@ from .resolve import KEYS
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column
 
+    from quota_core.telemetry.schema import SnapshotWindows
+
 __all__ = ["throttle_caps", "over_quota", "utilisation", "estimated_throttle_ms",
-           "integral_keys"]
+           "integral_keys", "suggested_quota"]
 
 
 def throttle_caps() -> dict[str, float | None]:
@@ -32,8 +35,19 @@ def throttle_caps() -> dict[str, float | None]:
 
 
 def integral_keys() -> list[str]:
-    """Keys whose values are whole numbers (a suggested quota is rounded up for these)."""
-    return [k for k in KEYS if QUOTA_KEYS[k].integral]
+    """Keys whose values are whole numbers (a suggested quota is rounded up for these:
+    quota_core.sizing's list)."""
+    return [k for k in whole_number_keys() if k in KEYS]
+
+
+def suggested_quota(key: "Column", p99: "Column") -> "Column":
+    """quota_core.sizing.suggest_quota as a column: ``ceil(p99)`` for whole-number keys, the
+    p99 otherwise (NaN and null kept). tests/test_pipeline_resolution.py checks it against the
+    core, value for value."""
+    from pyspark.sql import functions as F
+
+    whole = key.isin(*integral_keys()) & ~F.isnan(p99)
+    return F.when(whole, F.ceil(p99).cast("double")).otherwise(p99.cast("double"))
 
 
 def over_quota(rate: "Column", quota: "Column") -> "Column":
@@ -53,17 +67,34 @@ def utilisation(rate: "Column", quota: "Column") -> "Column":
 
 
 def estimated_throttle_ms(rate: "Column", quota: "Column", key: "Column",
-                          level: "Column") -> "Column":
+                          level: "Column", broker: "Column | None" = None,
+                          windows: "SnapshotWindows | None" = None) -> "Column":
     """The delay Kafka would give one request (ms, long): 0 when not over or unlimited, null
-    when the quota is unknown (no snapshot yet)."""
+    when the quota is unknown (no snapshot yet). The window is the sample's broker's, from
+    ``windows`` (what the quota snapshots carried); without, Kafka's defaults (11 × 1 s).
+    The window and the cap (one sample) are asked of quota_core.throttle per window."""
     from pyspark.sql import functions as F
 
-    window = float(rate_window_ms())
-    raw = F.floor((rate - quota) / quota * F.lit(window) + F.lit(0.5))
-    caps = {k: c for k, c in throttle_caps().items() if c is not None}
+    from quota_core.throttle import DEFAULT_WINDOW
+
+    def figures(window) -> tuple[float, float]:
+        return float(rate_window_ms(None, window.samples, window.sample_ms)), \
+            float(window.sample_ms)
+
+    cluster = windows.cluster if windows is not None else DEFAULT_WINDOW
+    window_ms, sample_ms = (F.lit(x) for x in figures(cluster))
+    own = dict(windows.brokers) if windows is not None and broker is not None else {}
+    if own:
+        table = {b: figures(w) for b, w in own.items()}
+        by_window = F.create_map(*[F.lit(x) for b, (w, _) in table.items() for x in (b, w)])
+        by_sample = F.create_map(*[F.lit(x) for b, (_, m) in table.items() for x in (b, m)])
+        window_ms = F.coalesce(by_window[broker], window_ms)
+        sample_ms = F.coalesce(by_sample[broker], sample_ms)
+    raw = F.floor((rate - quota) / quota * window_ms + F.lit(0.5))
+    capped_keys = [k for k, c in throttle_caps().items() if c is not None]
     capped = raw
-    if caps:
-        cap = F.create_map(*[F.lit(x) for kv in caps.items() for x in kv])[key]
-        capped = F.when(cap.isNotNull(), F.least(raw, cap.cast("long"))).otherwise(raw)
+    if capped_keys:
+        capped = F.when(key.isin(*capped_keys), F.least(raw, sample_ms.cast("long"))) \
+            .otherwise(raw)
     est = F.when(over_quota(rate, quota), F.greatest(capped, F.lit(0))).otherwise(F.lit(0))
     return F.when(level.isNull(), F.lit(None)).otherwise(est).cast("long")

@@ -8,18 +8,20 @@ writes them all or nothing.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from quota_core.entities import Entity
+from quota_core.telemetry.schema import SnapshotWindows
 
 from . import analysis, rollups
 from .errors import PipelineError
 from .output import WINDOWS_OPTIONS, check_out, staged, write_table
 from .readers import TimeRange, check_buckets, read_quota_rows, read_usage
 from .resolve import distinct_buckets, resolution_table, with_key
-from .snapshots import QuotaVersions, single_version, versions_from_rows, with_version
+from .snapshots import (QuotaVersions, single_version, split_windows, versions_from_rows,
+                        with_version)
 from .spark_errors import translating
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,6 +43,8 @@ class Inputs:
     versions: QuotaVersions
     where: str                  # the usage path or topic, for messages
     when: TimeRange
+    #: The brokers' quota windows the snapshots carried (Kafka's defaults when none did).
+    quota_windows: SnapshotWindows = field(default_factory=SnapshotWindows)
 
 
 def load_inputs(spark: "SparkSession", usage: str, when: TimeRange,
@@ -70,13 +74,17 @@ def load_inputs(spark: "SparkSession", usage: str, when: TimeRange,
                 raise PipelineError(f"{quota_dir}: no quota snapshots; give --quotas FILE (an "
                                     f"export) instead.", path=quota_dir)
             quota_rows = read_quota_rows(spark, quota_dir, when)
+    found = SnapshotWindows(missing="--quotas FILE carries no quota window") \
+        if quota_rows is None else SnapshotWindows()
+    if quota_rows is not None:
+        quota_rows, found = split_windows(quota_rows, where)
     if quotas is not None:
         versions = single_version(quotas)
     else:
         if quota_rows is None:
             raise PipelineError(f"{usage}: no quota snapshots; give --quotas FILE.", path=usage)
         versions = versions_from_rows(quota_rows, where)
-    return Inputs(with_version(samples, versions), versions, usage_where, when)
+    return Inputs(with_version(samples, versions), versions, usage_where, when, found)
 
 
 def build_windows(inputs: Inputs) -> tuple["DataFrame", "pd.DataFrame"]:
@@ -88,7 +96,7 @@ def build_windows(inputs: Inputs) -> tuple["DataFrame", "pd.DataFrame"]:
         buckets = distinct_buckets(keyed)
     check_buckets(buckets, inputs.where, inputs.when)
     table = resolution_table(buckets, inputs.versions)
-    win = analysis.windows(keyed, buckets, inputs.versions, table)
+    win = analysis.windows(keyed, buckets, inputs.versions, table, inputs.quota_windows)
     return win, analysis.bucket_names(buckets, table)
 
 
@@ -181,7 +189,8 @@ def run(spark: "SparkSession", usage: str, out: str, when: TimeRange = TimeRange
         if windows or roll is None:
             progress(f"reading {usage} ({when.describe()})")
             inputs = load_inputs(spark, usage, when, quotas, kafka_bootstrap, kafka_client)
-            progress(f"{len(inputs.versions)} quota version(s); resolving buckets")
+            progress(f"{len(inputs.versions)} quota version(s); the throttle estimate uses the "
+                     f"{inputs.quota_windows.text()}; resolving buckets")
             win, names = build_windows(inputs)
             if windows:
                 written = write_table(win, tmp, "windows", progress, WINDOWS_OPTIONS)

@@ -20,8 +20,10 @@ from .spark_errors import translating
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
+    from quota_core.telemetry.schema import SnapshotWindows
+
 __all__ = ["QuotaVersions", "entity_json", "parse_entity", "versions_from_rows", "single_version",
-           "with_version"]
+           "with_version", "split_windows"]
 
 QuotaSet = dict[Entity, dict[str, float]]
 #: Up to this many versions, ``with_version`` is a CASE expression (beyond, a range join:
@@ -58,10 +60,28 @@ def single_version(quotas: Mapping[Entity, Mapping[str, float]]) -> QuotaVersion
     return QuotaVersions([None], [{e: dict(q) for e, q in quotas.items()}])
 
 
-def versions_from_rows(rows: "DataFrame", where: str) -> QuotaVersions:
-    """Fold snapshot rows (ts, entity, key, value) into versions; see the module docstring."""
+def split_windows(rows: "DataFrame", where: str) -> tuple["DataFrame", "SnapshotWindows"]:
+    """The quota rows without the quota window's, and the window of the latest snapshot that
+    carried one (quota_core.telemetry.schema: its rows are few, read on the driver). Old
+    snapshots carry none: Kafka's defaults, ``carried`` False."""
     from pyspark.sql import functions as F
 
+    from quota_core.telemetry.schema import WINDOW_KEYS, windows_from_rows
+
+    is_window = F.coalesce(F.col("key").isin(*WINDOW_KEYS), F.lit(False))
+    with translating(where):
+        found = rows.where(is_window).select("ts", "entity", "key", "value").collect()
+    return rows.where(~is_window), windows_from_rows(r.asDict() for r in found)
+
+
+def versions_from_rows(rows: "DataFrame", where: str) -> QuotaVersions:
+    """Fold snapshot rows (ts, entity, key, value) into versions; see the module docstring.
+    The quota window's rows (:func:`split_windows`) are not quotas: left out here."""
+    from pyspark.sql import functions as F
+
+    from quota_core.telemetry.schema import WINDOW_KEYS
+
+    rows = rows.where(~F.coalesce(F.col("key").isin(*WINDOW_KEYS), F.lit(False)))
     spark = rows.sparkSession
     with translating(where):
         # An order-free hash of each snapshot: the exact sum of its rows' hashes (a decimal:

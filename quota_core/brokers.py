@@ -8,6 +8,9 @@ while a rolling change is half done:
   and bucket; the describe output and the 8-level ladder no longer decide enforcement.
 - ``quota.window.num`` × ``quota.window.size.seconds``: the window every byte-rate and request
   throttle is computed over (:class:`quota_core.throttle.QuotaWindow`).
+- ``metrics.num.samples`` × ``metrics.sample.window.ms``: the broker's own metric samples,
+  which its ``throttle-time`` average covers (2 × 30 s by default), so a throttle shows there
+  up to that long after it ended (:attr:`quota_core.throttle.QuotaWindow.throttle_memory_ms`).
 - ``controller.quota.window.num`` × ``controller.quota.window.size.seconds``: the token bucket
   of ``controller_mutation_rate``.
 - ``max.connection.creation.rate`` (KIP-612): the broker-wide cap on new connections per
@@ -26,7 +29,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .throttle import DEFAULT_SAMPLES, DEFAULT_SAMPLE_MS, QuotaWindow
+from .throttle import (DEFAULT_METRIC_SAMPLE_MS, DEFAULT_METRIC_SAMPLES, DEFAULT_SAMPLES,
+                       DEFAULT_SAMPLE_MS, QuotaWindow)
 
 __all__ = ["SETTINGS", "KAFKA_DEFAULTS", "DEFAULT_CALLBACK", "CONFIG_SOURCES", "BrokerSettings",
            "Disagreement", "ClusterSettings", "SettingsNote", "read_settings"]
@@ -36,11 +40,12 @@ WINDOW_NUM, WINDOW_SIZE = "quota.window.num", "quota.window.size.seconds"
 CONTROLLER_NUM, CONTROLLER_SIZE = ("controller.quota.window.num",
                                    "controller.quota.window.size.seconds")
 CONNECTION_RATE = "max.connection.creation.rate"
+METRICS_NUM, METRICS_WINDOW = "metrics.num.samples", "metrics.sample.window.ms"
 
 #: What the console reads from every broker, in the order it shows them.
 SETTINGS: tuple[str, ...] = (
-    CALLBACK, WINDOW_NUM, WINDOW_SIZE, CONTROLLER_NUM, CONTROLLER_SIZE, CONNECTION_RATE,
-    "num.io.threads", "num.network.threads", "message.max.bytes", "super.users")
+    CALLBACK, WINDOW_NUM, WINDOW_SIZE, METRICS_NUM, METRICS_WINDOW, CONTROLLER_NUM,
+    CONTROLLER_SIZE, CONNECTION_RATE, "num.io.threads", "num.network.threads", "message.max.bytes", "super.users")
 
 #: Kafka 4.x's defaults (QuotaConfig, SocketServerConfigs, ServerConfigs), for a backend
 #: without brokers. None: not set.
@@ -48,6 +53,8 @@ KAFKA_DEFAULTS: dict[str, str | None] = {
     CALLBACK: None,
     WINDOW_NUM: str(DEFAULT_SAMPLES),
     WINDOW_SIZE: str(DEFAULT_SAMPLE_MS // 1000),
+    METRICS_NUM: str(DEFAULT_METRIC_SAMPLES),
+    METRICS_WINDOW: str(DEFAULT_METRIC_SAMPLE_MS),
     CONTROLLER_NUM: str(DEFAULT_SAMPLES),
     CONTROLLER_SIZE: str(DEFAULT_SAMPLE_MS // 1000),
     CONNECTION_RATE: "2147483647",
@@ -89,10 +96,13 @@ class BrokerSettings:
         Kafka's defaults for a setting the broker did not report or reported unreadably."""
         num, size = (CONTROLLER_NUM, CONTROLLER_SIZE) if controller else (WINDOW_NUM, WINDOW_SIZE)
         samples, sample_s = _positive(self.value(num)), _positive(self.value(size))
+        memory = {"metric_samples": _positive(self.value(METRICS_NUM)) or DEFAULT_METRIC_SAMPLES,
+                  "metric_sample_ms": (_positive(self.value(METRICS_WINDOW))
+                                       or DEFAULT_METRIC_SAMPLE_MS)}
         if samples is None or sample_s is None:
             return QuotaWindow(source=f"Kafka's defaults: broker {self.node_id} reported no "
-                                      f"usable {num} and {size}")
-        return QuotaWindow(samples, sample_s, f"broker {self.node_id}")
+                                      f"usable {num} and {size}", **memory)
+        return QuotaWindow(samples, sample_s, f"broker {self.node_id}", **memory)
 
     @property
     def callback(self) -> str | None:
@@ -203,6 +213,11 @@ class ClusterSettings:
             return QuotaWindow(source=self.source if not self.brokers else
                                "Kafka's defaults: no broker's settings could be read")
         windows = [b.window(controller) for b in self.read]
+        # The throttle-time average's span: the longest any broker read has (a verdict of
+        # "throttled recently" must not end before the slowest broker forgets).
+        longest = max(windows, key=lambda w: w.throttle_memory_ms)
+        memory = {"metric_samples": longest.metric_samples,
+                  "metric_sample_ms": longest.metric_sample_ms}
         counts = Counter((w.samples, w.sample_s) for w in windows)
         best = max(counts.values())
         pick = next(w for w in windows if counts[(w.samples, w.sample_s)] == best)
@@ -212,13 +227,14 @@ class ClusterSettings:
             num, size = (CONTROLLER_NUM, CONTROLLER_SIZE) if controller else \
                 (WINDOW_NUM, WINDOW_SIZE)
             return QuotaWindow(pick.samples, pick.sample_s, f"Kafka's defaults: "
-                               f"{_brokers(same)} reported no usable {num} and {size}")
+                               f"{_brokers(same)} reported no usable {num} and {size}",
+                               **memory)
         where = _brokers(same)
         if len(same) < len(self.read):
             where += f" (of {len(self.read)} read: the others differ)"
         differing = tuple((b.node_id, w.samples, w.sample_s) for b, w in zip(self.read, windows)
                           if (w.samples, w.sample_s) != (pick.samples, pick.sample_s))
-        return QuotaWindow(pick.samples, pick.sample_s, where, differing)
+        return QuotaWindow(pick.samples, pick.sample_s, where, differing, **memory)
 
     def window(self) -> QuotaWindow:
         """The quota window the throttle arithmetic uses: the one most brokers have."""

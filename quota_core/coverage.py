@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 
 from .errors import ParseError
 
-__all__ = ["TEMPLATE_FIELDS", "check_endpoint_flags", "check_template", "endpoint_address", "endpoints_from_template", "unwatched",
-           "unwatched_sentence"]
+__all__ = ["TEMPLATE_FIELDS", "check_endpoint_flags", "check_template", "endpoint_address",
+           "endpoints_from_template", "unread_brokers", "unwatched", "unwatched_sentence"]
 
 #: The placeholders a metrics template may use: the broker's advertised host, its node id.
 TEMPLATE_FIELDS = ("host", "id")
@@ -31,6 +31,29 @@ def unwatched(cluster: Sequence[str], answered: Iterable[str]) -> list[str]:
     """The cluster's node ids that no answering endpoint covers, in the cluster's order."""
     seen = set(answered)
     return [node for node in cluster if node not in seen]
+
+
+def unread_brokers(cluster: Sequence[str], answered: Iterable[str],
+                   failed: Sequence[tuple[str, str | None]]) -> tuple[str, ...]:
+    """Every broker whose figures are unknown, each once: by node id where it is known, by
+    ``host:port`` otherwise (docs/interfaces.md, "Live verdicts").
+
+    ``cluster`` the node ids the cluster lists (empty for a sandbox); ``answered`` the node ids
+    (or labels) of the endpoints that answered; ``failed`` each endpoint that did not, as
+    ``(host:port, node id or None)``: the node id is known when the endpoint answered before
+    (the live feed remembers it). A failed endpoint with no known node id is one of the
+    brokers no answering endpoint covers when their numbers match (every broker has one
+    endpoint, and those that failed are the brokers not covered): the broker is then named
+    once, by its node id; otherwise it keeps its ``host:port``."""
+    answered = set(answered)
+    known = [node for _, node in failed if node]
+    missing = [n for n in cluster if n not in answered and n not in known]
+    anonymous = [address for address, node in failed if not node]
+    labels = [*known, *missing]
+    if len(anonymous) != len(missing):
+        labels += anonymous
+    return tuple(sorted(dict.fromkeys(labels),
+                        key=lambda b: (0, int(b), "") if b.isdigit() else (1, 0, b)))
 
 
 def unwatched_sentence(node_id: str, failed: Sequence[str] = ()) -> str:

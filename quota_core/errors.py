@@ -11,7 +11,7 @@ Everything the library, the CLI, the pages and the backends raise on purpose der
     │   ├── ParseError           text that does not parse (--names, k=v, byte units, files)
     │   │   └── UnreadableConfig (also a ConfigError, below)
     │   └── UsageError           flags that do not go together, or a required one missing
-    │       └── UnreadableFile   a file the user named cannot be read (configs' one exit 2)
+    │       └── UnreadableFile   a file the user named cannot be read
     ├── BackendError             the store or cluster could not do what was asked
     │   ├── ConnectionFailed     broker unreachable / sandbox file unusable
     │   ├── AuthenticationFailed SASL/SSL handshake refused the credentials
@@ -117,7 +117,8 @@ class UsageError(ValidationError):
 
 class UnreadableFile(UsageError):
     """A file the user named on the command line (``--add-config-file``) that cannot be read:
-    a usage error even where every other error exits 1 (``configs``; docs/interfaces.md)."""
+    a usage error (exit 2 where the exit table has a usage column; ``configs`` exits 1 for
+    it, as ConfigCommand does)."""
 
 
 class BackendError(QuotaError):

@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 from . import rate_sketch
-from .keys import QUOTA_KEYS
+from .sizing import suggest_quota
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -91,8 +91,8 @@ def entries(roll: "pd.DataFrame") -> "pd.DataFrame":
 
 
 def sizing(roll: "pd.DataFrame") -> "pd.DataFrame":
-    """Per entry: ``suggested_quota``, the largest p99 rate among the buckets it bound (rounded
-    up for whole-number keys), ``current_quota`` its latest value, ``clients`` and
+    """Per entry: ``suggested_quota`` (:func:`quota_core.sizing.suggest_quota` of the largest
+    p99 rate among the buckets it bound), ``current_quota`` its latest value, ``clients`` and
     ``tightest_client`` (user, client id of that largest p99)."""
     import numpy as np
     import pandas as pd
@@ -121,8 +121,7 @@ def sizing(roll: "pd.DataFrame") -> "pd.DataFrame":
     top = top.assign(tightest_client=[tuple(None if pd.isna(v) else v for v in pair)
                                       for pair in zip(top["user"], top["client_id"])])
     out = out.merge(top[ENTRY + ["p99", "tightest_client"]], on=ENTRY, how="left")
-    whole = out["key"].map(lambda k: bool(getattr(QUOTA_KEYS.get(k), "integral", False)))
-    out["suggested_quota"] = np.where(whole, np.ceil(out["p99"]), out["p99"])
+    out["suggested_quota"] = [suggest_quota(k, p) for k, p in zip(out["key"], out["p99"])]
     return out[columns]
 
 

@@ -9,6 +9,16 @@ summed across brokers.
 
 ``throttle-time`` is NaN when the broker throttled nobody in that bucket lately: that is "not
 throttled", never an error.
+
+**Now, recently, unknown.** ``throttle-time`` is an average over the broker's own metric
+samples (``metrics.num.samples`` × ``metrics.sample.window.ms``, 2 × 30 s by default), not over
+the quota window, so it still shows a throttle up to a minute after the last one. A bucket is
+*throttled now* when it is over its quota, or when the broker reports a throttle and its rate
+is still at :data:`NOW_SHARE` (90 %) of its quota or more (a client being throttled is held at
+about its quota). A throttle time beside a rate under 90 % of the quota (or a bucket no quota
+limits any more) is *throttled recently*: :attr:`BucketUsage.recent`. Across brokers,
+:func:`live_verdict` is the one rule: throttled when any broker read shows it, unknown when
+a broker of the cluster was not read, else not throttled.
 """
 from __future__ import annotations
 
@@ -20,7 +30,8 @@ from . import ladder
 from .entities import CLIENT_ID, USER, Entity
 from .throttle import estimate_throttle, mutation_throttle_ms
 
-__all__ = ["QUOTA_TYPES", "KEY_OF_TYPE", "BucketUsage", "finite", "gather", "join_usage",
+__all__ = ["QUOTA_TYPES", "KEY_OF_TYPE", "NOW_SHARE", "CONFIRM_S", "BucketUsage", "live_verdict",
+           "recent_verdict", "hold", "finite", "gather", "join_usage",
            "throttled_rows", "client_buckets", "other_buckets", "clients_seen",
            "TrafficChange", "traffic_impact", "broker_name"]
 
@@ -32,6 +43,17 @@ KEY_OF_TYPE: dict[str, str] = {
     "controller_mutation": "controller_mutation_rate",
 }
 QUOTA_TYPES: tuple[str, ...] = tuple(KEY_OF_TYPE)
+#: A bucket whose broker reports a throttle time is throttled *now* only while its rate is at
+#: least this share of its quota: a throttled client is held at about its quota (each delay
+#: brings its rate back to it), so a rate well under it means the broker's throttle-time
+#: average is holding throttles from earlier metric samples ("throttled recently").
+NOW_SHARE = 0.9
+#: How long a bucket must read under :data:`NOW_SHARE` (with a throttle time) before it is
+#: "throttled recently": a client the broker keeps throttling reads at 100-130 % of its quota
+#: but dips to 30-80 % for up to about 2 s as the broker's rate window rolls over (seen on
+#: 4.3.1 brokers with Java and librdkafka producers, every ~12 s). :func:`hold` compares
+#: reads this far apart.
+CONFIRM_S = 3.0
 #: The attribute that carries each type's rate.
 _RATE_ATTRIBUTE = {"produce": "byte-rate", "fetch": "byte-rate", "request": "request-time",
                    "controller_mutation": "mutation-rate"}
@@ -67,6 +89,9 @@ class BucketUsage:
     #: False for a bucket no client is in with this quota set (an old-shape bucket lingers in
     #: the broker's metrics for an hour after a change): see quota_core.membership.
     current: bool = True
+    #: Another read a moment apart showed this bucket throttled now (:func:`hold`): one read
+    #: under :data:`NOW_SHARE` is then a dip, not the end of throttling.
+    held: bool = False
 
     @property
     def utilisation(self) -> float | None:
@@ -83,9 +108,27 @@ class BucketUsage:
 
     @property
     def throttled(self) -> bool:
-        """Throttled now: the broker reports a throttle time, or the bucket is over quota
-        (the broker throttles its next request)."""
-        return bool(self.throttle_ms and self.throttle_ms > 0) or self.over_quota
+        """Throttled now: the bucket is over quota (the broker throttles its next request),
+        or the broker reports a throttle time while the rate is still near the quota (at
+        :data:`NOW_SHARE` of it or more, or not measured)."""
+        return self.over_quota or (self._reports_throttle and not self.recent)
+
+    @property
+    def _reports_throttle(self) -> bool:
+        return bool(self.throttle_ms and self.throttle_ms > 0)
+
+    @property
+    def recent(self) -> bool:
+        """Throttled recently, not now: the broker's throttle-time average still holds
+        throttles from earlier metric samples, while the rate is under :data:`NOW_SHARE` of
+        the quota (or no quota limits the bucket any more), and no other read a moment apart
+        shows it throttled now (:attr:`held`)."""
+        if not self._reports_throttle or self.over_quota or self.held:
+            return False
+        if self.quota is None:
+            return True
+        u = self.utilisation
+        return u is not None and u < NOW_SHARE
 
     @property
     def estimated_throttle_ms(self) -> int:
@@ -135,15 +178,49 @@ class BucketUsage:
             told = "" if not self.throttle_ms else " as the broker reports"
             return text + f", so each request waits ≈ {_duration(wait)}{told}."
         share = "" if self.utilisation is None else f" ({self.utilisation:.0%} of it)"
+        if self.recent:
+            return text + f"{share}: throttled recently, not now."
         return text + f"{share}: not throttled."
 
     def as_dict(self) -> dict:
         return {"broker": self.broker, "quota_type": self.quota_type, "key": self.key,
                 "bucket": self.bucket, "rate": self.rate, "quota": self.quota,
                 "utilisation": self.utilisation, "throttle_ms": self.throttle_ms,
-                "throttled": self.throttled, "level": self.level,
+                "throttled": self.throttled, "recent": self.recent, "level": self.level,
                 "source": None if self.source is None else self.source.as_dict(),
                 "shared_by": self.shared_by, "current": self.current}
+
+
+def live_verdict(figures: Iterable, unread: Iterable[str] = ()) -> bool | None:
+    """The one rule for a live verdict of a bucket and key over the brokers: ``True`` when any
+    broker that was read shows it throttled now (``figures``: anything with ``throttled``,
+    one per broker read); else ``None`` (unknown) when any broker of the cluster was not read
+    (``unread``: a dead endpoint, a broker no endpoint covers, a stopped broker); else
+    ``False``. Every page and every output decides with this function (docs/interfaces.md)."""
+    if any(bool(f.throttled) for f in figures):
+        return True
+    return None if any(True for _ in unread) else False
+
+
+def hold(rows: Sequence[BucketUsage], other: Iterable[BucketUsage]) -> list[BucketUsage]:
+    """``rows`` with :attr:`BucketUsage.held` set on each bucket that looks throttled
+    recently but that ``other`` (another read, :data:`CONFIRM_S` or more apart) shows
+    throttled now. A client the broker keeps throttling is held at about its quota, but a read
+    can catch its rate far under it for a moment, as the broker's rate window rolls over; only
+    two reads under it, :data:`CONFIRM_S` apart, are "recently"."""
+    from dataclasses import replace
+
+    now = {(r.broker, r.quota_type, r.user, r.client_id) for r in other if r.throttled}
+    return [replace(r, held=True) if r.recent
+            and (r.broker, r.quota_type, r.user, r.client_id) in now else r for r in rows]
+
+
+def recent_verdict(figures: Iterable) -> bool:
+    """Throttled recently: no broker read shows the bucket throttled now, and one still
+    reports a throttle from earlier metric samples (:attr:`BucketUsage.recent`)."""
+    figures = list(figures)
+    return not any(f.throttled for f in figures) and any(getattr(f, "recent", False)
+                                                         for f in figures)
 
 
 def broker_name(label: str) -> str:
@@ -211,14 +288,17 @@ def join_usage(series: Iterable[Series], quotas: Mapping[Entity, Mapping[str, fl
 
 def throttled_rows(rows: Sequence[BucketUsage], above: float | None = None
                    ) -> list[BucketUsage]:
-    """Buckets throttled now, or (with ``above``, a percentage) running above that share of
-    their quota; worst first (the broker's throttle, then utilisation)."""
+    """Buckets throttled now, then those throttled recently (:attr:`BucketUsage.recent`),
+    then (with ``above``, a percentage) those running above that share of their quota; worst
+    first within each (the broker's throttle, then utilisation)."""
     def hot(r: BucketUsage) -> bool:
         u = r.utilisation
-        return r.throttled or (above is not None and u is not None and u * 100 >= above)
+        return r.throttled or r.recent or (above is not None and u is not None
+                                           and u * 100 >= above)
 
     return sorted((r for r in rows if hot(r)),
-                  key=lambda r: (-(r.throttle_ms or 0.0), -(r.utilisation or 0.0), r.broker,
+                  key=lambda r: (0 if r.throttled else 1 if r.recent else 2,
+                                 -(r.throttle_ms or 0.0), -(r.utilisation or 0.0), r.broker,
                                  r.quota_type, r.user or "", r.client_id or ""))
 
 

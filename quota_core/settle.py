@@ -60,7 +60,10 @@ def settle_text(settle: SettleTime, last_throttle_ms: float | None = None) -> st
     return (f"Throttling should end within about {settle.seconds:.0f} s: each broker checks "
             f"the next request against the new quota at once, but traffic of the last "
             f"{w.measured_ms[1] / 1000:.0f} s still counts in its rate (quota window "
-            f"{w.text()}){delay}.")
+            f"{w.text()}){delay}. The brokers' throttle-time average keeps earlier throttles "
+            f"for up to {w.throttle_memory_ms / 1000:.0f} s (metrics.num.samples × "
+            f"metrics.sample.window.ms): Throttled now shows such a bucket as throttled "
+            f"recently, not now.")
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,6 +93,8 @@ class BrokerCell:
     quota: float | None
     throttle_ms: float | None
     throttled: bool
+    #: Throttled recently, not now (quota_core.live.BucketUsage.recent).
+    recent: bool = False
 
     @property
     def utilisation(self) -> float | None:
@@ -108,7 +110,7 @@ class BrokerCell:
     def as_dict(self) -> dict:
         return {"broker": self.broker, "rate": self.rate, "quota": self.quota,
                 "utilisation": self.utilisation, "throttle_ms": self.throttle_ms,
-                "throttled": self.throttled, "traffic": self.traffic}
+                "throttled": self.throttled, "recent": self.recent, "traffic": self.traffic}
 
 
 @dataclass(frozen=True)
@@ -139,9 +141,18 @@ class Spread:
         return tuple(c.broker for c in self.cells if c.throttled)
 
     @property
-    def throttled(self) -> bool:
-        """Throttled on at least one broker (each on its own; never a summed verdict)."""
-        return bool(self.throttled_on)
+    def throttled(self) -> bool | None:
+        """Throttled on at least one broker (each on its own; never a summed verdict); None
+        (unknown) when none read is and a broker could not be read: the one rule,
+        :func:`quota_core.live.live_verdict`."""
+        from .live import live_verdict
+
+        return live_verdict(self.cells, self.unread)
+
+    @property
+    def recent_on(self) -> tuple[str, ...]:
+        """Brokers that throttled it recently, not now."""
+        return tuple(c.broker for c in self.cells if c.recent and not c.throttled)
 
     @property
     def total_rate(self) -> float:
@@ -166,7 +177,8 @@ class Spread:
         """What the sentence rests on (``--resolve --metrics`` and ``--throttled`` JSON)."""
         return {"brokers_with_traffic": list(self.with_traffic),
                 "brokers_without_traffic": list(self.without_traffic),
-                "throttled_on": list(self.throttled_on), "total_rate": self.total_rate,
+                "throttled_on": list(self.throttled_on), "throttled": self.throttled,
+                "recent_on": list(self.recent_on), "total_rate": self.total_rate,
                 "ceiling": self.ceiling, "unread": list(self.unread),
                 "sentence": self.sentence().text}
 
@@ -175,8 +187,16 @@ class Spread:
         claims = {"subject": "client", "key": self.key, "throttled": self.throttled,
                   "brokers": self.throttled_on, "traffic": self.with_traffic,
                   "quiet": self.without_traffic, "total": self.total_rate,
-                  "ceiling": self.ceiling, "unread": self.unread}
+                  "ceiling": self.ceiling, "unread": self.unread, "recent": self.recent_on}
         text = self._text()
+        if self.unread and not self.throttled_on and text.startswith("not throttled"):
+            # Unknown, not "not throttled": only the brokers read are (live_verdict).
+            text = "not throttled on the brokers read" + text[len("not throttled"):]
+        if self.recent_on and not self.throttled_on:
+            recent = self.recent_on
+            text += (f" {brokers_text(recent)[0].upper()}{brokers_text(recent)[1:]} still "
+                     f"{_verb(recent, 'reports', 'report')} a throttle time from earlier "
+                     f"metric samples: throttled recently, not now.")
         if self.unread:
             text += (f" B{brokers_text(self.unread)[1:]} could not be read: "
                      f"{_verb(self.unread, 'its', 'their')} figures are unknown.")
@@ -189,6 +209,8 @@ class Spread:
         key, q = self.key, format_quota(self.key, self.quota)
         traffic = [c for c in self.cells if c.traffic]
         quiet = self.without_traffic
+        if not traffic and self.unread:
+            return f"no broker that was read sees its {key} traffic."
         if not traffic:
             return f"no broker sees its {key} traffic, so none throttles it."
         if self.quota is None:
@@ -252,7 +274,8 @@ def spread(key: str, figures: Iterable, brokers: Iterable[str] = (),
     quota when no figure carries it; ``unread`` brokers whose metrics could not be read."""
     figures = list(figures)
     limit = next((_limit(f) for f in figures if _limit(f) is not None), quota)
-    cells = {f.broker: BrokerCell(f.broker, f.rate, _limit(f), f.throttle_ms, bool(f.throttled))
+    cells = {f.broker: BrokerCell(f.broker, f.rate, _limit(f), f.throttle_ms, bool(f.throttled),
+                                  bool(getattr(f, "recent", False)))
              for f in figures}
     unread = tuple(sorted(dict.fromkeys(u for u in unread if u not in cells), key=broker_order))
     for b in brokers:
@@ -277,9 +300,11 @@ def bucket_spreads(rows: Iterable, brokers: Iterable[str] | None = None,
     return {b: spread(rs[0].key, rs, known, unread=unread) for b, rs in grouped.items()}
 
 
-def judged_spread(rows: Iterable, brokers: Iterable[str] = ()) -> Spread:
+def judged_spread(rows: Iterable, brokers: Iterable[str] = (),
+                  unread: Iterable[str] = ()) -> Spread:
     """One bucket's rows judged by their rate against their quota only (a preview at today's
-    rates: the broker's throttle time today belongs to the old quota, so it is left out)."""
+    rates: the broker's throttle time today belongs to the old quota, so it is left out);
+    ``unread`` the brokers whose figures are unknown (the verdict is then never False)."""
     rows = list(rows)
     return spread(rows[0].key, [BrokerCell(r.broker, r.rate, r.quota, None, r.over_quota)
-                                for r in rows], brokers)
+                                for r in rows], brokers, unread=unread)

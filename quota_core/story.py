@@ -21,7 +21,8 @@ from .verdict import BrokerFigure, KeyVerdict, tags_entity
 from .wording import against
 
 __all__ = ["Sentence", "client_story", "bucket_details", "others_story", "set_back_story",
-           "story", "quiet_story", "has_traffic", "traffic", "is_quiet"]
+           "story", "quiet_story", "unknown_story", "has_traffic", "traffic", "is_quiet",
+           "is_blind"]
 
 #: Sentence kinds, in the order the page shows them.
 STATUS, ENTRY, SHARE, CHANGE, OTHER, SET_BACK = ("status", "entry", "share", "change",
@@ -63,22 +64,56 @@ def traffic(v: KeyVerdict) -> tuple[BrokerFigure, ...]:
 
 
 def is_quiet(v: KeyVerdict) -> bool:
-    """Read, limited, and no broker sees traffic in the bucket: one :func:`quiet_story`
-    sentence covers it, not a status of its own."""
-    return v.brokers is not None and v.limit is not None and not traffic(v)
+    """Read, limited, no broker sees traffic in the bucket, and every broker was read: one
+    :func:`quiet_story` sentence covers it, not a status of its own."""
+    return (v.brokers is not None and v.limit is not None and not traffic(v)
+            and v.throttled is False)
+
+
+def is_blind(v: KeyVerdict) -> bool:
+    """As :func:`is_quiet`, but a broker could not be read: the verdict is unknown, and one
+    :func:`unknown_story` sentence covers it."""
+    return (v.brokers is not None and v.limit is not None and not traffic(v)
+            and v.throttled is None)
 
 
 def _client(v: KeyVerdict) -> str:
     return f"client id {v.client_id!r} of user {v.user!r}"
 
 
+def _unread(v: KeyVerdict) -> str:
+    from .spread import brokers_text
+
+    names = brokers_text(v.unread)
+    return (f"{names[0].upper()}{names[1:]} could not be read: whether it is throttled there "
+            f"is unknown.")
+
+
+def _recent(v: KeyVerdict) -> str:
+    """Why a throttle time beside a rate under the quota is not "now"."""
+    return (f" It was throttled recently, not now: the broker's throttle-time average still "
+            f"holds throttles of up to {v.window.throttle_memory_ms / 1000:.0f} s ago "
+            f"(metrics.num.samples × metrics.sample.window.ms).")
+
+
 def _status(v: KeyVerdict) -> Sentence | None:
-    claims = {"subject": "client", "bucket": v.bucket}
+    claims = {"subject": "client", "bucket": v.bucket, "unread": v.unread}
     who = _client(v)
     who = who[0].upper() + who[1:]
     seen = traffic(v)
     if v.brokers is None or (not seen and v.limit is None):
         return None  # no live figures, or an unlimited key nobody uses: nothing to say
+    if v.throttled is None and not seen:
+        return Sentence(STATUS, f"No broker that was read reports traffic of {_client(v)} on "
+                                f"{v.key} in its bucket {_bucket(v.bucket)}. {_unread(v)}",
+                        {**claims, "throttled": None, "brokers": ()})
+    if v.throttled is None:
+        return Sentence(STATUS, f"{who} is not throttled on {v.key} on the brokers read: its "
+                                f"bucket {_bucket(v.bucket)} runs at "
+                                f"{_figures(v.key, seen, v.limit)}. {_unread(v)}"
+                                + (_recent(v) if v.recent else ""),
+                        {**claims, "throttled": None, "recent": v.recent,
+                         "brokers": tuple(b.broker for b in seen)})
     if not seen:
         return Sentence(STATUS, f"{who} is not throttled on {v.key} now: no broker reports "
                                 f"traffic in its bucket {_bucket(v.bucket)}.",
@@ -98,7 +133,9 @@ def _status(v: KeyVerdict) -> Sentence | None:
     else:
         text = (f"{who} is not throttled on {v.key}: its bucket {_bucket(v.bucket)} runs at "
                 f"{_figures(v.key, seen, v.limit)}.")
-    return Sentence(STATUS, text, {**claims, "throttled": False,
+    if v.recent:
+        text += _recent(v)
+    return Sentence(STATUS, text, {**claims, "throttled": False, "recent": v.recent,
                                    "brokers": tuple(b.broker for b in seen)})
 
 
@@ -127,10 +164,12 @@ def bucket_details(v: KeyVerdict) -> list[Sentence]:
             text += f", so each request waits ≈ {_duration(wait)}{told}."
         else:
             share = "" if b.utilisation is None else f" ({b.utilisation:.0%} of it)"
-            text += f"{share}: not throttled."
+            text += f"{share}: " + ("throttled recently, not now." if b.recent
+                                    else "not throttled.")
         out.append(Sentence(STATUS, text, {"subject": "client", "bucket": v.bucket,
-                                           "throttled": b.throttled, "brokers": (b.broker,),
-                                           "detail": True}))
+                                           "throttled": b.throttled, "recent": b.recent,
+                                           "brokers": (b.broker,), "detail": True,
+                                           "unread": v.unread}))
     return out
 
 
@@ -187,6 +226,8 @@ def others_story(v: KeyVerdict) -> list[Sentence]:
         hot = [b for b in o.brokers if b.throttled]
         if hot:
             state = f"it is throttled: {_figures(v.key, tuple(hot), o.limit)}"
+        elif o.throttled is None:
+            state = "it is not throttled on the brokers read"
         else:
             state = "it is not throttled"
         out.append(Sentence(OTHER, f"For {v.key}, another bucket, {_bucket(o.tags)}, is "
@@ -243,3 +284,17 @@ def quiet_story(found: list[KeyVerdict]) -> Sentence | None:
                             f"throttled there.",
                     {"subject": "client", "throttled": False, "brokers": (),
                      "keys": tuple(v.key for v in quiet)})
+
+
+def unknown_story(found: list[KeyVerdict]) -> Sentence | None:
+    """One sentence for every key whose bucket no broker that was read reports traffic in,
+    while a broker could not be read: the verdict is unknown, never "not throttled"."""
+    blind = [v for v in found if is_blind(v)]
+    if not blind:
+        return None
+    who = _client(blind[0])
+    keys = [f"{v.key} ({_bucket(v.bucket)})" for v in blind]
+    return Sentence(STATUS, f"No broker that was read reports traffic of {who} on "
+                            f"{_listed(keys)}. {_unread(blind[0])}",
+                    {"subject": "client", "throttled": None, "brokers": (),
+                     "unread": blind[0].unread, "keys": tuple(v.key for v in blind)})

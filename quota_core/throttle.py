@@ -22,6 +22,8 @@ from .keys import QUOTA_KEYS
 __all__ = [
     "DEFAULT_SAMPLES",
     "DEFAULT_SAMPLE_MS",
+    "DEFAULT_METRIC_SAMPLES",
+    "DEFAULT_METRIC_SAMPLE_MS",
     "QuotaWindow",
     "DEFAULT_WINDOW",
     "ThrottleEstimate",
@@ -34,6 +36,10 @@ __all__ = [
 
 DEFAULT_SAMPLES = 11
 DEFAULT_SAMPLE_MS = 1000
+#: The broker's own metrics (``metrics.num.samples`` × ``metrics.sample.window.ms``): the
+#: span its ``throttle-time`` average covers, not the quota window (QUOTA_SEMANTICS.md).
+DEFAULT_METRIC_SAMPLES = 2
+DEFAULT_METRIC_SAMPLE_MS = 30_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +54,25 @@ class QuotaWindow:
     #: Brokers whose own window differs (a rolling change half done): ``(node id, samples,
     #: size s)``; each broker enforces with its own (:meth:`for_broker`).
     differing: tuple[tuple[str, int, int], ...] = ()
+    #: ``metrics.num.samples`` × ``metrics.sample.window.ms``: what the broker's
+    #: ``throttle-time`` average covers (it remembers a throttle that long after it ended).
+    metric_samples: int = DEFAULT_METRIC_SAMPLES
+    metric_sample_ms: int = DEFAULT_METRIC_SAMPLE_MS
 
     def for_broker(self, broker: str) -> "QuotaWindow":
         """The window of the broker labelled ``broker``: its own when it differs, else this."""
         for node, samples, sample_s in self.differing:
             if node == broker:
-                return QuotaWindow(samples, sample_s, f"broker {node}")
+                return QuotaWindow(samples, sample_s, f"broker {node}",
+                                   metric_samples=self.metric_samples,
+                                   metric_sample_ms=self.metric_sample_ms)
         return self
+
+    @property
+    def throttle_memory_ms(self) -> int:
+        """How long a broker's ``throttle-time`` average can still hold a throttle after the
+        last throttled request: ``metrics.num.samples`` × ``metrics.sample.window.ms``."""
+        return int(self.metric_samples * self.metric_sample_ms)
 
     @property
     def sample_ms(self) -> int:
@@ -72,7 +90,8 @@ class QuotaWindow:
 
     def as_dict(self) -> dict:
         return {"quota.window.num": self.samples, "quota.window.size.seconds": self.sample_s,
-                "source": self.source}
+                "metrics.num.samples": self.metric_samples,
+                "metrics.sample.window.ms": self.metric_sample_ms, "source": self.source}
 
 
 #: Kafka's defaults, for callers that have not read the cluster's settings.

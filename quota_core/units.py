@@ -8,7 +8,7 @@ from .errors import ParseError
 from .keys import QUOTA_KEYS, format_value
 
 __all__ = ["parse_byte_rate", "parse_quota_value", "format_bytes", "format_quota",
-           "format_exact", "format_editable", "format_rate"]
+           "format_exact", "format_editable", "format_rate", "round_up_quota"]
 
 #: Binary units, largest first: the one table every formatter here uses.
 _BINARY = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
@@ -147,3 +147,23 @@ def format_rate(key: str, value: float | None) -> str:
     if spec.unit == "%":
         return f"{text}% of a thread"
     return f"{text} {spec.unit}"
+
+
+def round_up_quota(key: str, value: float) -> float:
+    """A suggested quota people can type and read: ``value`` rounded *up* (a smaller quota
+    would not keep the rate under it) to three significant digits in the unit
+    :func:`format_rate` shows it in (MiB/s, KiB/s… for byte rates), a whole number for
+    whole-number keys: 10,848,520 B/s → 10.4 MiB/s = 10,905,191; 131.697 % → 132. The one
+    display rounding of a suggestion (quota_core.sizing), for lint and History alike."""
+    if not math.isfinite(value) or value <= 0:
+        return value
+    spec = QUOTA_KEYS.get(key)
+    size = 1
+    if spec is not None and spec.is_byte_rate:
+        size = next((s for s, _ in _BINARY if value >= s), 1)
+    scaled = value / size
+    step = 10 ** (math.floor(math.log10(scaled)) - 2)  # three significant digits
+    rounded = math.ceil(round(scaled / step, 6)) * step
+    if spec is not None and spec.integral:
+        return float(math.ceil(rounded * size))
+    return float(f"{rounded:.3g}") * size

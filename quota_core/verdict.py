@@ -14,6 +14,7 @@ from typing import Iterable, Mapping, Sequence
 from . import ladder
 from .entities import CLIENT_ID, USER, Entity
 from .membership import UNNAMED, Membership, Tags, kind_of_tags, split_rows
+from .live import live_verdict, recent_verdict
 from .resolution import Resolution
 from .shadows import applies_to_other_client_ids
 from .throttle import DEFAULT_WINDOW, QuotaWindow
@@ -49,6 +50,8 @@ class BrokerFigure:
     throttled: bool
     over_quota: bool
     estimated_ms: int
+    #: Throttled recently, not now (quota_core.live.BucketUsage.recent).
+    recent: bool = False
 
     @property
     def utilisation(self) -> float | None:
@@ -65,12 +68,12 @@ class BrokerFigure:
             estimated = estimate_throttle(row.key, row.rate or 0.0, row.quota,
                                           window=window.for_broker(row.broker)).throttle_ms
         return cls(row.broker, row.rate, row.quota, row.throttle_ms, row.throttled,
-                   row.over_quota, estimated)
+                   row.over_quota, estimated, bool(getattr(row, "recent", False)))
 
     def as_dict(self) -> dict:
         return {"broker": self.broker, "rate": self.rate, "limit": self.limit,
                 "utilisation": self.utilisation, "throttle_ms": self.throttle_ms,
-                "throttled": self.throttled}
+                "throttled": self.throttled, "recent": self.recent}
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +87,13 @@ class OtherBucket:
     #: Who is in it, in words (named client ids the console knows, or "any client id …").
     members: str
     brokers: tuple[BrokerFigure, ...]
+    #: Brokers whose figures are unknown (quota_core.coverage.unread_brokers).
+    unread: tuple[str, ...] = ()
 
     @property
-    def throttled(self) -> bool:
-        return any(b.throttled for b in self.brokers)
+    def throttled(self) -> bool | None:
+        """The one rule (quota_core.live.live_verdict): None while a broker is unread."""
+        return live_verdict(self.brokers, self.unread)
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,9 @@ class KeyVerdict:
     others: tuple[OtherBucket, ...] = ()
     #: Entries on the client's ladder that hold the key but do not decide it.
     set_back: tuple[tuple[int, Entity, float, bool], ...] = field(default=())
+    #: Brokers whose figures are unknown: a dead endpoint or a stopped broker (by node id
+    #: where known, else host:port), a broker no endpoint covers (quota_core.coverage).
+    unread: tuple[str, ...] = ()
 
     @property
     def shared(self) -> bool:
@@ -118,10 +127,18 @@ class KeyVerdict:
 
     @property
     def throttled(self) -> bool | None:
-        """Is this client throttled now, in its own bucket (None: no live figures)."""
+        """Is this client throttled now, in its own bucket: the one rule
+        (:func:`quota_core.live.live_verdict`): True when a broker read shows it; None
+        (unknown) when a broker was not read, or with no live figures; else False."""
         if self.brokers is None:
             return None
-        return any(b.throttled for b in self.brokers)
+        return live_verdict(self.brokers, self.unread)
+
+    @property
+    def recent(self) -> bool:
+        """Throttled recently, not now: a broker's throttle-time average still holds
+        throttles from earlier metric samples while the rate is under the quota."""
+        return self.brokers is not None and recent_verdict(self.brokers)
 
     def as_dict(self) -> dict:
         return {"key": self.key, "level": self.level,
@@ -129,6 +146,7 @@ class KeyVerdict:
                 "limit": self.limit, "bucket": {USER: self.bucket[0], CLIENT_ID: self.bucket[1]},
                 "shared": self.shared, "sharers": self.sharers,
                 "window": self.window.as_dict(), "throttled": self.throttled,
+                "recent": self.recent, "unread": list(self.unread),
                 "brokers": None if self.brokers is None else [b.as_dict() for b in self.brokers],
                 "others": [{"bucket": {USER: o.tags[0], CLIENT_ID: o.tags[1]},
                             "level": o.level, "members": o.members, "throttled": o.throttled,
@@ -165,10 +183,13 @@ def _members(members: Membership, key: str, tags: Tags, user: str, client_id: st
 def key_verdict(resolution: Resolution, key: str, quotas: Mapping[Entity, Mapping[str, float]],
                 rows: Sequence | None = None, window: QuotaWindow = DEFAULT_WINDOW,
                 members: Membership | None = None,
-                known: Iterable[tuple[str, str]] = ()) -> KeyVerdict:
+                known: Iterable[tuple[str, str]] = (), unread: Iterable[str] = ()
+                ) -> KeyVerdict:
     """The verdict for one key of a (user, client id) resolution; ``rows`` are the live
     :class:`~quota_core.live.BucketUsage` rows (None: no live figures); ``known`` more
-    (user, client id) clients the console knows of (e.g. from the usage history)."""
+    (user, client id) clients the console knows of (e.g. from the usage history);
+    ``unread`` the brokers whose figures are unknown (the verdict is then never False)."""
+    unread = tuple(unread)
     members = members or Membership(quotas)
     user, client_id = resolution.client.user or "", resolution.client.client_id or ""
     kr = resolution.keys[key]
@@ -194,16 +215,20 @@ def key_verdict(resolution: Resolution, key: str, quotas: Mapping[Entity, Mappin
         others = tuple(
             OtherBucket(tags, rs[0].level, rs[0].source, rs[0].quota,
                         _members(members, key, tags, user, client_id, pairs),
-                        tuple(BrokerFigure.of(r, window) for r in sorted(rs, key=lambda r: r.broker)))
+                        tuple(BrokerFigure.of(r, window) for r in sorted(rs, key=lambda r: r.broker)),
+                        unread)
             for tags, rs in sorted(grouped.items(), key=lambda t: (t[0][0] or "", t[0][1] or "")))
     return KeyVerdict(key, user, client_id, kr.level, kr.source, kr.value, bucket,
-                      members.sharers(key, bucket), window, brokers, others or (), set_back)
+                      members.sharers(key, bucket), window, brokers, others or (), set_back,
+                      unread if rows is not None else ())
 
 
 def verdicts(resolution: Resolution, keys: Sequence[str],
              quotas: Mapping[Entity, Mapping[str, float]], rows: Sequence | None = None,
              window: QuotaWindow = DEFAULT_WINDOW,
-             known: Iterable[tuple[str, str]] = ()) -> list[KeyVerdict]:
+             known: Iterable[tuple[str, str]] = (), unread: Iterable[str] = ()
+             ) -> list[KeyVerdict]:
     members = Membership(quotas)
-    known = list(known)
-    return [key_verdict(resolution, k, quotas, rows, window, members, known) for k in keys]
+    known, unread = list(known), tuple(unread)
+    return [key_verdict(resolution, k, quotas, rows, window, members, known, unread)
+            for k in keys]

@@ -3,9 +3,10 @@ keeps the short one (tests/test_input_fuzz.py and tests/test_cli_fuzz.py at thei
 
     python scripts/fuzz_inputs.py [SCALE]     # default 20: about 24,000 generated inputs
 
-Every subcommand's parsers (plan, apply, collect, analyze, --metrics/--throttled URLs, quota
-and plan files) in-process, no Spark session, no endpoint but a closed local port. Prints
-the counts per subcommand; exit status is pytest's.
+Every subcommand's parsers (plan, apply, collect, analyze, serve-metrics --listen,
+--metrics/--throttled URLs, quota and plan files, broken --command-config properties files
+whose password must never be echoed) in-process, no Spark session, no endpoint but a closed
+local port, nothing listening. Prints the counts per subcommand; exit status is pytest's.
 """
 from __future__ import annotations
 

@@ -484,7 +484,7 @@ def test_preview_diff_and_impact(sandbox):
     at.run()
     at.button(key="ed_preview_btn").click().run()
     assert not at.exception
-    assert any("The cluster accepts this change" in t for t in texts(at.success))
+    assert any("The cluster accepts this change" in t for t in texts(at.info))
     diff = at.dataframe[0].value
     assert list(diff["key"]) == ["producer_byte_rate"] and list(diff["change"]) == ["delete"]
     impact = at.dataframe[1].value

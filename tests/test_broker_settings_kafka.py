@@ -143,3 +143,22 @@ def test_every_broker_of_the_shared_cluster_is_read_from_one_bootstrap_address(k
     window = settings.window()
     assert (window.samples, window.sample_s, window.source) == (11, 1, "brokers 1, 2 and 3")
     assert settings.notes() == [] and settings.disagreements() == []
+
+
+def test_the_collectors_snapshot_carries_the_window_the_cli_uses(settings_cluster, quota_set):
+    """Issue 28: the snapshot History's Spark job reads carries quota.window.num=5 per broker,
+    so its estimate is the CLI's (4,000 ms at twice the quota, not 10,000); the Spark side of
+    it: tests/test_snapshot_window.py."""
+    from quota_core.telemetry.collector import Collector
+    from quota_core.telemetry.schema import windows_from_rows
+
+    collector = Collector([], quota_set.describe, sink=None, scrape=None,
+                          settings=quota_set.broker_settings)
+    collector.snapshot(0.0)
+    found = windows_from_rows(collector._snapshots)
+    cli = quota_set.quota_window()
+    for broker in ("1", "2"):
+        window = found.of(broker)
+        assert (window.samples, window.sample_s) == (cli.samples, cli.sample_s) == (5, 1)
+        assert estimate_throttle(P, 2 * MiB, MiB, window=window).throttle_ms == \
+            estimate_throttle(P, 2 * MiB, MiB, window=cli).throttle_ms == 4_000

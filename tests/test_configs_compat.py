@@ -10,8 +10,8 @@ import pytest
 
 from quota_core.cli import main as cli
 from quota_core.cli.configs_compat import (CommandFailed, check_args, format_describe,
-                                           is_configs_command, parse_configs_to_be_added,
-                                           parse_options)
+                                           _FLAGS, _WITH_ARG, help_text, is_configs_command,
+                                           parse_configs_to_be_added, parse_options)
 from quota_core.java_text import java_double, java_parse_double
 from quota_core.entities import Entity
 
@@ -419,7 +419,8 @@ def test_configcommand_errors(sb, args, code, out, err):
 
 
 def _header(sb, *args):
-    return f"Error while executing config command with args '{' '.join([*sb, *args])}'\n"
+    shown = " ".join([*sb, *args]).replace("password=x", "password=[hidden]")
+    return f"Error while executing config command with args '{shown}'\n"
 
 
 @pytest.mark.parametrize("args, clear", [
@@ -449,8 +450,19 @@ def _header(sb, *args):
      "cannot read --add-config-file /nonexistent/q.properties: No such file or directory."),
 ])
 def test_stack_traces_become_one_clear_line(sb, args, clear):
-    code = 2 if "--add-config-file" in args else 1  # docs/interfaces.md: unreadable = usage
-    assert run(*sb, *args) == (code, "", _header(sb, *args) + f"kafka-client-quotas: {clear}\n")
+    # exit 1 for each, an unreadable --add-config-file too (ConfigCommand: NoSuchFileException)
+    assert run(*sb, *args) == (1, "", _header(sb, *args) + f"kafka-client-quotas: {clear}\n")
+
+
+def test_an_echoed_command_line_hides_scram_passwords(sb):
+    args = ["--alter", "--user", "bob", "--add-config",
+            "SCRAM-SHA-512=[iterations=8192,password=FAKEPW-MARKER-42],producer_byte_rate=1"]
+    code, out, err = run(*sb, *args)
+    assert code == 1 and "FAKEPW-MARKER-42" not in out + err
+    args = ["--alter", "--user", "bob", "--add-config", "SCRAM-SHA-256=[password=FAKEPW-1]"]
+    code, out, err = run(*sb, *args)
+    assert code == 1 and "FAKEPW-1" not in err
+    assert "SCRAM-SHA-256=[password=[hidden]]" in err.splitlines()[0]
 
 
 def test_silent_no_op_gets_a_note(sb):
@@ -460,12 +472,36 @@ def test_silent_no_op_gets_a_note(sb):
                    "name no key (kafka-configs.sh reports this as done).\n")
 
 
-def test_usage_errors_print_the_message_and_one_usage_line(sb):
+def test_usage_errors_print_the_message_and_configcommands_help(sb):
     code, out, err = run(*sb, "--describe", "--alter", "--entity-type", "users")
     assert (code, out) == (1, "")
-    first, usage = err.splitlines()
+    first, rest = err.split("\n", 1)
     assert first == "Command must include exactly one action: --describe, --alter"
-    assert usage.startswith("Usage (kafka-client-quotas, kafka-configs.sh form)")
+    assert rest == help_text() and rest.startswith("Option  ")
+
+
+TOOL = ("This tool helps to manipulate and describe entity config for a topic, client, user, "
+        "broker, ip, client-metrics or group\n")
+
+
+@pytest.mark.parametrize("argv", [
+    ["configs", "--help"], ["configs"], ["configs", "--help", "--describe", "--entity-type",
+                                         "users", "--bootstrap-server", "127.0.0.1:1"],
+    ["configs", "--version", "--help"], ["configs", "--help=x"],
+    ["--entity-type", "users", "--help"],  # the dialect's trigger, without the subcommand
+])
+def test_configs_help_is_kafka_configs_help(argv):
+    """Issue 27, item 7: ``configs --help`` printed the main usage and an error. As
+    ``kafka-configs.sh --help`` (Kafka 4.3.1, checked against the jars): its first line and
+    its option table on stderr, nothing on stdout, exit 1."""
+    code, out, err = run(*argv)
+    assert (code, out, err) == (1, "", TOOL + help_text())
+    table = help_text().splitlines()
+    assert table[0].split() == ["Option", "Description"] and len(table) == 239
+    listed = [line.split()[0][2:] for line in table[2:] if line.startswith("--")]
+    # the options the help lists are the ones this dialect parses (and --sandbox, ours)
+    assert sorted(listed) == sorted((_WITH_ARG | _FLAGS) - {"sandbox"})
+    assert "--add-config-file <String>" in help_text() and "--sandbox" not in help_text()
 
 
 def test_bootstrap_controller_is_refused_clearly():

@@ -55,6 +55,9 @@ class Case:
     args: tuple[str, ...]
     #: Why ours is meant to differ (None: identical).
     deliberate: str | None = None
+    #: Run ours as ``kafka-client-quotas configs ARGS`` (a line with no kafka-configs.sh-only
+    #: flag, such as ``--help``, is otherwise this tool's own).
+    configs: bool = False
 
 
 class ConfigCommandJVM:
@@ -295,6 +298,24 @@ def generated_cases(bootstrap: str, seed: int = 11) -> list[Case]:
     return [Case(c.args, _deliberate(c.args)) for c in cases]
 
 
+def file_cases(bootstrap: str, folder: Path) -> list[Case]:
+    """--help, no arguments, and the files a user names: readable, missing, a folder (issue 27
+    item 8, issue 32: ConfigCommand's help and exit 1 for each error)."""
+    bs = ("--bootstrap-server", bootstrap)
+    good = folder / "quotas.properties"
+    good.write_text("# quotas\nproducer_byte_rate = 4096\nconsumer_byte_rate:8192\n")
+    alter = (*bs, "--alter", "--entity-type", "users", "--entity-name", "filed")
+    return [Case((), configs=True), Case(("--help",), configs=True),
+            Case((*bs, "--describe", "--entity-type", "users", "--help")),
+            Case(("--version", "--help"), configs=True),
+            Case((*alter, "--add-config-file", str(good))),
+            Case((*bs, "--describe", "--entity-type", "users", "--entity-name", "filed")),
+            Case((*alter, "--add-config-file", str(folder / "missing.properties"))),
+            Case((*alter, "--add-config-file", str(folder))),
+            Case((*bs, "--describe", "--entity-type", "users", "--command-config",
+                  str(folder / "missing.properties")))]
+
+
 def _deliberate(args: tuple[str, ...]) -> str | None:
     text = " ".join(args)
     if "NaN" in text or "request_percentage=Infinity" in text:
@@ -357,7 +378,8 @@ def _stderr_agrees(java: str, mine: str) -> bool:
 
 def test_config_command_and_ours_agree(kafka_broker, tmp_path):
     started = time.monotonic()
-    cases = generated_cases(kafka_broker.bootstrap)
+    cases = generated_cases(kafka_broker.bootstrap) + file_cases(kafka_broker.bootstrap,
+                                                                  tmp_path)
     assert len(cases) >= 100
     jvm = ConfigCommandJVM(tmp_path)
     state = State(kafka_broker.bootstrap)
@@ -370,7 +392,7 @@ def test_config_command_and_ours_agree(kafka_broker, tmp_path):
             java = jvm.run(case.args)
             after_java = state.settled(fence + 1)
             state.restore(after_java, before, fence)
-            mine = ours(case.args)
+            mine = ours(("configs", *case.args) if case.configs else case.args)
             fence += 2
             after_mine = state.settled(fence)
             same = java[:2] == mine[:2] and _same_state(after_java, after_mine)

@@ -26,3 +26,21 @@ def test_configs_errors_exit_1_as_configcommand(tmp_path):
     code, out, err = _run("configs", "--sandbox", str(tmp_path / "q.sqlite"), "--describe",
                           "--bogus")
     assert code == 1 and out == "" and "bogus is not a recognized option" in err
+
+
+def test_unreadable_files_exit_1_as_configcommand(tmp_path):
+    """Issue 32: an unreadable --add-config-file exited 2; ConfigCommand (Kafka 4.3.1) prints
+    a stack trace and exits 1 for it, for a folder and for a missing --command-config too."""
+    store = str(tmp_path / "q.sqlite")
+    assert _run("--sandbox", store, "--init")[0] == 0
+    alter = ["configs", "--sandbox", store, "--alter", "--entity-type", "users",
+             "--entity-name", "u"]
+    for argv in ([*alter, "--add-config-file", str(tmp_path / "missing.properties")],
+                 [*alter, "--add-config-file", str(tmp_path)],
+                 ["configs", "--bootstrap-server", "127.0.0.1:1", "--command-config",
+                  str(tmp_path / "missing.properties"), "--describe", "--entity-type",
+                  "users"]):
+        code, out, err = _run(*argv)
+        assert (code, out) == (1, ""), err
+        assert err.startswith("Error while executing config command with args ")
+        assert len(err.splitlines()) == 2 and "Traceback" not in err

@@ -135,3 +135,23 @@ def test_sizing_table_is_rounded_in_mib_and_now_is_the_clusters(app_env):
         assert " MB/s" not in suggested and " kB/s" not in suggested
         number = re.match(r"[\d.]+", suggested).group(0)
         assert len(number.replace(".", "").lstrip("0")) <= 3 or "." not in number, suggested
+
+
+def test_update_now_while_another_job_writes_the_folder_names_it(app_env, analysed,
+                                                                monkeypatch):
+    """Issue 28: the page starts no second job on a folder another analysis holds (the demo's
+    ``--follow``, one by hand); it shows the one line naming the holder instead."""
+    import ui.history
+    from quota_core.telemetry.folder_lock import holding
+
+    def no_second_job(*args, **kw):  # pragma: no cover - the test fails if called
+        raise AssertionError("a second job was started")
+
+    monkeypatch.setattr(ui.history.subprocess, "Popen", no_second_job)
+    at = run_page("pages/history.py")
+    with holding(analysed / "analysis", ["analyze", "--usage", "history", "--follow"]):
+        at.button(key="hi_run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = [e.value.replace("\\", "") for e in at.error]  # markdown escapes, as shown
+    [line] = [t for t in shown if "is being written by another analysis" in t]
+    assert "analyze --usage history --follow" in line and "(pid " in line, line

@@ -1,8 +1,10 @@
 """Generated inputs reach every parser of every subcommand, in-process (issue 16, point 7).
 
-``plan``, ``apply``, ``collect``, ``analyze`` and ``--metrics``/``--throttled`` URLs, through
-``main(argv)``: generated URLs, numbers, YAML/JSON quota files and plan files (valid ones
-edited, not only argparse rejections). Each run: the contract's exit code (2 for a usage
+``plan``, ``apply``, ``collect``, ``analyze``, ``serve-metrics --listen`` and
+``--metrics``/``--throttled`` URLs, through ``main(argv)``: generated URLs, numbers, listen
+addresses, YAML/JSON quota files, plan files (valid ones edited, not only argparse
+rejections) and broken ``--command-config`` properties files (a JAAS value split over lines
+without ``\\``: the password never echoed). Each run: the contract's exit code (2 for a usage
 error; 1 for ``plan``, whose 2 means "changes pending"), one line on stderr, never "internal
 error", never a traceback. No input reaches a Spark session (``get_session`` fails the test)
 and no endpoint is contacted but a closed local port. ``FUZZ_SCALE`` multiplies the counts
@@ -237,9 +239,157 @@ def test_analyze_arguments(world, start, end, usage, timeout, extra):
     run("analyze", argv, 2)
 
 
+# -- properties files (issue 32, finding 5): a broken file never echoes a secret -------------
+SECRET = "FAKEPW-MARKER-42"
+JAAS_MODULES = ["org.apache.kafka.common.security.scram.ScramLoginModule",
+                "org.apache.kafka.common.security.plain.PlainLoginModule", "Bogus"]
+#: Lines that hold the secret, as people write them (whole: split only between tokens).
+SECRET_LINES = st.sampled_from([f"sasl.password={SECRET}", f"ssl.key.password = {SECRET}",
+                                f"ssl.keystore.password:{SECRET}", f"sasl.password {SECRET}"])
+OTHER_LINES = st.one_of(
+    st.sampled_from(["security.protocol=SASL_PLAINTEXT", "security.protocol=SSL",
+                     "sasl.mechanism=SCRAM-SHA-256", "sasl.mechanism=PLAIN",
+                     "sasl.username=alice", "client.id=ops", "retries=3", "# a comment",
+                     "sasl.mechansim=PLAIN", "request.timeout.ms=soon", "", "\\", "=x", ":",
+                     "ssl.ca.location=/nonexistent/ca.pem", "bootstrap.servers=127.0.0.1:1"]),
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=20).filter(
+        lambda t: SECRET not in t))
+
+
+@st.composite
+def jaas_lines(draw) -> list[str]:
+    """sasl.jaas.config, maybe split over lines, with or without the ``\\`` it needs. A
+    split falls between tokens, or between ``password=`` and its value (the issue's file:
+    the next line then starts with the password)."""
+    tokens = [(draw(st.sampled_from(JAAS_MODULES)), " "),
+              (draw(st.sampled_from(["required", "optional", "x"])), " ")]
+    options = draw(st.permutations(["user", "quoted", "bare"]))[:draw(st.integers(1, 3))]
+    for option in options:
+        if option == "user":
+            tokens.append(('username="alice"', " "))
+        else:
+            value = f'"{SECRET}"' if option == "quoted" else SECRET
+            tokens += [("password=", " "), (value, "")]  # "" : no space after the '='
+    end = draw(st.sampled_from([";", "", " ;", ";;"]))
+    cuts = draw(st.sets(st.integers(1, len(tokens) - 1), max_size=3))
+    backslash = draw(st.sampled_from(["", "\\", "mixed"]))
+    lines, current = [], "sasl.jaas.config=" + tokens[0][0]
+    for i, (token, joiner) in enumerate(tokens[1:], 1):
+        if i in cuts:
+            tail = backslash if backslash != "mixed" else draw(st.sampled_from(["", "\\"]))
+            lines.append(current + (" " + tail if tail else ""))
+            current = draw(st.sampled_from(["    ", "", "\t"])) + token
+        else:
+            current += joiner + token
+    return [*lines, current + end]
+
+
+@fuzz(200)
+@given(before=st.lists(OTHER_LINES, max_size=4), jaas=st.one_of(st.none(), jaas_lines()),
+       secret=st.one_of(st.none(), SECRET_LINES), after=st.lists(OTHER_LINES, max_size=3),
+       newline=st.sampled_from(["\n", "\r\n", "\r"]),
+       reader=st.sampled_from(["main", "configs", "serve-metrics"]))
+def test_properties_files(world, before, jaas, secret, after, newline, reader):
+    """Generated broken --command-config files: 0 tracebacks, 0 echoed secrets, the usual
+    one-line errors; a line that is not a property is named by its number."""
+    from quota_core.backends.kafka_config import load_command_config
+    from quota_core.errors import QuotaError
+
+    lines = [*before, *(jaas or []), *([secret] if secret else []), *after]
+    path = world["dir"] / "client.properties"
+    path.write_text(newline.join(lines), encoding="utf-8")
+    try:
+        load_command_config(path)
+        return  # a valid file: nothing to refuse (it would go on to connect)
+    except QuotaError as exc:
+        assert SECRET not in str(exc) and SECRET not in repr(exc.context), lines
+    bootstrap = f"127.0.0.1:{PORT}"
+    argv = {"main": ["--bootstrap-server", bootstrap, "--command-config", str(path),
+                     "--describe", "--timeout", "0.5"],
+            "configs": ["configs", "--bootstrap-server", bootstrap, "--command-config",
+                        str(path), "--describe", "--entity-type", "users"],
+            "serve-metrics": ["serve-metrics", "--bootstrap-server", bootstrap,
+                              "--command-config", str(path), "--listen", "127.0.0.1:0",
+                              "--timeout", "0.5"]}[reader]
+    out, err = StringIO(), StringIO()
+    code = main(argv, out, err)
+    text = out.getvalue() + err.getvalue()
+    COUNTS["properties"] = COUNTS.get("properties", 0) + 1
+    assert SECRET not in text, (lines, text)
+    assert "Traceback" not in text and "internal error" not in text, (lines, text)
+    assert code in (1, 2), (lines, code, text)
+    assert err.getvalue().count("\n") == (2 if reader == "configs" else 1), text
+
+
+def test_a_jaas_value_split_without_backslashes_names_lines_not_the_password(tmp_path):
+    """Issue 32, finding 5: the password line became a "property name", printed in the error
+    ("Unknown Kafka client property … FAKEPW-MARKER-42")."""
+    path = tmp_path / "client.properties"
+    path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                    "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+                    f'required\n    username="alice"\n    {SECRET}";\n')
+    for argv in (["--bootstrap-server", f"127.0.0.1:{PORT}", "--command-config", str(path),
+                  "--describe"],
+                 ["configs", "--bootstrap-server", f"127.0.0.1:{PORT}", "--command-config",
+                  str(path), "--describe", "--entity-type", "users"]):
+        out, err = StringIO(), StringIO()
+        assert main(argv, out, err) == 1
+        assert SECRET not in err.getvalue() and "alice" not in err.getvalue()
+        assert (f"In {path}, lines 4 and 5 are not Kafka client properties (the text is not "
+                f"shown: it may hold a secret). sasl.jaas.config (line 3) does not end with "
+                f"';': if its value goes on over the next lines, end each line but the last "
+                f"with \\.") in err.getvalue()
+
+
+LISTEN_HOSTS = st.one_of(
+    st.sampled_from(["127.0.0.1", "[::1]", "localhost", "", "..", "%", "a\x01b", "[", "]", "[]",
+                     "999.1.1.1", "a" * 70, "::1", "[::1%\x01]", "é", "0.0.0.0", "-a", "a_b"]),
+    st.text(max_size=12))
+LISTEN_PORTS = st.one_of(st.sampled_from(["0", "", "²", "٠", "０", "65536", "-1", "+1", "1e3",
+                                          "0x10", "000000", " 1"]), st.text(max_size=6),
+                         st.integers(-5, 70000).map(str))
+
+
+@fuzz(300)
+@given(host=LISTEN_HOSTS, port=LISTEN_PORTS, sep=st.sampled_from([":", "", "::"]))
+def test_serve_metrics_listen_values(world, host, port, sep):
+    """Generated --listen values: a malformed one exits 2 in one line naming it, without a
+    name lookup; a well-formed one is never served here (nothing listens in this test)."""
+    import socket
+
+    from quota_core.errors import ParseError
+    from quota_core.telemetry.exporter import parse_listen
+
+    value = f"{host}{sep}{port}"
+    COUNTS["serve-metrics"] = COUNTS.get("serve-metrics", 0) + 1
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a name lookup for --listen {value!r}")
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex"):
+            patch.setattr(socket, name, refuse)
+        try:
+            got_host, got_port = parse_listen(value)
+        except ParseError:
+            pass
+        else:  # well-formed: ASCII digits, a host as given (or the loopback default)
+            assert 0 <= got_port < 65536 and got_host.isascii() and got_host.isprintable()
+            return
+        out, err = StringIO(), StringIO()
+        code = main(["serve-metrics", "--sandbox", world["store"], f"--listen={value}"],
+                    out, err)
+    text = err.getvalue()
+    assert code == 2, (value, text)
+    assert text.count("\n") == 1 and text.startswith(
+        f"kafka-client-quotas serve-metrics: error: --listen {value!r}: "), (value, text)
+    assert "Traceback" not in text and "internal error" not in text
+
+
 def test_fuzz_reached_every_subcommand():
     """Runs last: every kind ran (≥ 1,000 inputs in all at FUZZ_SCALE=1)."""
     if os.environ.get("FUZZ_REPORT"):
         print(f"\ninput fuzz: {COUNTS}")
-    assert {"plan", "apply", "collect", "analyze", "--metrics", "--import"} <= set(COUNTS)
+    assert {"plan", "apply", "collect", "analyze", "--metrics", "--import", "properties",
+            "serve-metrics"} <= set(COUNTS)
     assert sum(COUNTS.values()) >= 1000 * min(SCALE, 1) * 0.9

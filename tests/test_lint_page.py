@@ -120,7 +120,7 @@ def test_the_fix_opens_edit_filled_in(env):
 def test_the_empty_state_names_the_rules_and_their_data(env):
     env({E(user="a"): {"producer_byte_rate": 1e7}})
     at = health()
-    assert any("No findings" in s.value for s in at.success)
+    assert any("No findings" in s.value for s in at.info)
     rules = at.dataframe[0].value
     status = dict(zip(rules["rule"], rules["ran"]))
     assert status["never-binds"] == "ran" and status["chronic"] == "not run"

@@ -280,7 +280,7 @@ def test_chronic():
     # 1 of 2 users throttled: not most, so hot gets an entry of its own, sized from its p99
     # (3e6); the default stays
     assert "only 1 of 2 users under {user=<default>} is throttled" in found[0].evidence
-    assert found[0].fix_quotas == {E(user="hot"): {"producer_byte_rate": 3e6}}
+    assert found[0].fix_quotas == {E(user="hot"): {"producer_byte_rate": SIZED_3M}}
     found, _ = lint(quotas, "chronic", usage=usage, chronic_pct=60)
     assert found == []
     # throttled under an older, lower quota, and the entry already gives the p99: quiet
@@ -296,38 +296,44 @@ def _users(hot: int, calm: int, qt="produce", heavy=3e6):
     return samples(rows + [(f"c{i}", None, qt, *CALM) for i in range(calm)])
 
 
+#: The fixes' quotas: a p99 of 3e6 B/s (2.861 MiB/s) rounded up to 2.87 MiB/s, one of
+#: 36.9e6 (35.19 MiB/s) to 35.2 MiB/s: quota_core.units.round_up_quota, History's rounding too
+#: (issue 28 moved these from decimal digits, 3e6 and 36.9e6, to the one definition).
+SIZED_3M, SIZED_36_9M = 3_009_414.0, 36_909_876.0
+
+
 @pytest.mark.parametrize("quotas, usage, entity, evidence, fix", [
     # one heavy client of nine under {user=<default>}: its own entry at its p99, never the
     # default raised to 35.2 MiB/s for every user (issue 27)
     ({E(user=None): {"consumer_byte_rate": 2 * 2**20, "producer_byte_rate": 2e6}},
      _users(1, 8, "fetch", heavy=36_900_000), E(user=None),
      "only 1 of 9 users under {user=<default>} is throttled, so the default stays",
-     {E(user="h0"): {"consumer_byte_rate": 36_900_000.0}}),
+     {E(user="h0"): {"consumer_byte_rate": SIZED_36_9M}}),
     # 7 of 9 throttled: most, so the default is raised (the other key kept), and says how many
     ({E(user=None): {"consumer_byte_rate": 1e9, "producer_byte_rate": 2e6}}, _users(7, 2),
      E(user=None), "; 7 of 9 users under {user=<default>} are throttled; the largest",
-     {E(user=None): {"consumer_byte_rate": 1e9, "producer_byte_rate": 3e6}}),
+     {E(user=None): {"consumer_byte_rate": 1e9, "producer_byte_rate": SIZED_3M}}),
     # exactly half is not most: entries of their own, the default kept
     ({E(user=None): {"producer_byte_rate": 2e6}}, _users(2, 2), E(user=None),
      "only 2 of 4 users under {user=<default>} are throttled",
-     {E(user="h0"): {"producer_byte_rate": 3e6}, E(user="h1"): {"producer_byte_rate": 3e6}}),
+     {E(user="h0"): {"producer_byte_rate": SIZED_3M}, E(user="h1"): {"producer_byte_rate": SIZED_3M}}),
     # {client-id=<default>}: the principal is the client id
     ({E(client_id=None): {"producer_byte_rate": 2e6}},
      samples([(None, "hot-app", "produce", *HOT)] +
              [(None, f"app{i}", "produce", *CALM) for i in range(3)]),
      E(client_id=None), "only 1 of 4 client ids under {client-id=<default>} is throttled",
-     {E(client_id="hot-app"): {"producer_byte_rate": 3e6}}),
+     {E(client_id="hot-app"): {"producer_byte_rate": SIZED_3M}}),
     # a user's own entry binds one principal: raised to its p99, as before
     ({E(user="etl"): {"producer_byte_rate": 2e6}}, samples([("etl", None, "produce", *HOT)]),
      E(user="etl"), "the fix sets it to that (the sizing hint)",
-     {E(user="etl"): {"producer_byte_rate": 3e6}}),
+     {E(user="etl"): {"producer_byte_rate": SIZED_3M}}),
     # {user=<default>, client-id=reporting}: its users are the principals; 2 of 2 throttled
     ({E(user=None, client_id="reporting"): {"consumer_byte_rate": 1e6}},
      samples([("bob", "reporting", "fetch", 3e6, 200.0), ("carol", "reporting", "fetch",
                                                           2e6, 100.0)]),
      E(user=None, client_id="reporting"), "2 of 2 users under {user=<default>, "
      "client-id=reporting} are throttled",
-     {E(user=None, client_id="reporting"): {"consumer_byte_rate": 3e6}}),
+     {E(user=None, client_id="reporting"): {"consumer_byte_rate": SIZED_3M}}),
 ])
 def test_chronic_never_loosens_a_default_to_fit_one(quotas, usage, entity, evidence, fix):
     found, _ = lint(quotas, "chronic", usage=usage)
@@ -344,7 +350,8 @@ def test_chronic_own_entries_skip_a_principal_the_default_now_fits():
 
 
 @pytest.mark.parametrize("key, value, expected", [
-    ("producer_byte_rate", 10_848_520.2, 10_900_000.0), ("producer_byte_rate", 3e6, 3e6),
+    ("producer_byte_rate", 10_848_520.2, 10_905_191.0),  # 10.4 MiB/s, as History shows it
+    ("producer_byte_rate", 3e6, SIZED_3M), ("producer_byte_rate", 3 * 2**20, 3 * 2**20),
     ("request_percentage", 131.697, 132.0), ("request_percentage", 0.01234, 0.0124),
 ])
 def test_sizing_rounds_up_to_three_digits(key, value, expected):

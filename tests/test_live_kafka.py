@@ -143,7 +143,9 @@ def test_the_console_names_the_entry_that_throttles_and_agrees_with_the_clients(
     a, b = bucket(rows, "alice"), bucket(rows, "bob")
     # alice: her client ids share {user=alice} (level 3), and she is throttled.
     assert (a.client_id, a.level, a.source, a.quota) == (None, 3, ALICE, 100 * KiB)
-    assert a.throttled and a.throttle_ms and a.throttle_ms > 0
+    # Throttled now, or (a read as the broker's rate window rolls over can catch her rate
+    # far under the quota for a moment: issue 27) recently, with the broker's throttle time.
+    assert (a.throttled or a.recent) and a.throttle_ms and a.throttle_ms > 0
     # bob's "mobile" client: {client-id=mobile} (level 7) is shadowed by {user=<default>}
     # (level 6), which gives bob 400 KiB/s of his own: not throttled.
     assert (b.level, b.source, b.quota) == (6, DEFAULT_USER, 400 * KiB)

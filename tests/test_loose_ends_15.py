@@ -108,7 +108,8 @@ def test_cli_resolve_metrics_reports_the_quota_window(tmp_path, metrics_endpoint
     assert code == 0, err
     doc = json.loads(out)
     assert doc["window"] == {"num": 11, "size_s": 1,
-                             "source": "Kafka's defaults: the sandbox has no brokers"}
+                             "source": "Kafka's defaults: the sandbox has no brokers",
+                             "throttle_memory_s": 60.0}  # issue 27: metrics.* 2 x 30 s
     assert {"entity", "assumptions", "quotas", "ladder", "bucket"} <= set(doc)
     code, out, err = run(*base, "--client-id", "batch-export", "--output", "plain")
     assert code == 0, err

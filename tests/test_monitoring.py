@@ -105,11 +105,17 @@ def test_listen_takes_any_host_and_defaults_to_loopback(text, expected):
     assert parse_listen(text) == expected
 
 
+HOST_RULE = ("a host is a name of dot-separated labels of 1 to 63 ASCII letters, digits or "
+             "hyphens (253 characters at most), an IPv4 address, or an IPv6 address in brackets")
+
+
 @pytest.mark.parametrize("listen, words", [
-    ("127.0.0.1:http", "the port must be a number from 0 to 65535"),
-    ("127.0.0.1:70000", "the port must be a number from 0 to 65535"),
-    ("::1:9464", "'::1' is not a host name or address"),
-    ("[nope]:9464", "'nope' is not a host name or address"),
+    ("127.0.0.1:http", "the port must be a number from 0 to 65535 in ASCII digits"),
+    ("127.0.0.1:70000", "the port must be a number from 0 to 65535 in ASCII digits"),
+    ("::1:9464", f"'::1' is not a host name or address (an IPv6 address goes in brackets): "
+                 f"{HOST_RULE}"),
+    ("[nope]:9464", f"'nope' is not a host name or address (it is not an IPv6 address): "
+                    f"{HOST_RULE}"),
 ])
 def test_a_malformed_listen_is_a_usage_error_naming_it(tmp_path, listen, words):
     out, err = StringIO(), StringIO()
@@ -135,6 +141,10 @@ def test_other_usage_errors_exit_2_before_connecting(tmp_path, flags, words):
 
 
 def test_an_address_in_use_is_a_runtime_failure_naming_it(tmp_path):
+    from quota_core.backends.sandbox import SandboxBackend
+
+    with SandboxBackend(tmp_path / "q.db") as sandbox:
+        sandbox.init()
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()

@@ -162,3 +162,21 @@ def test_throttle_rounds_half_up_and_caps_like_the_core(spark):
                                           F.lit(1)).alias("t")).toPandas()["t"].tolist()
     assert got == [estimate_throttle(k, r, q).throttle_ms for k, r, q in rows]
     assert got[-1] == 1000  # request throttles are capped at one sample window
+
+
+def test_suggested_quota_column_is_the_cores_suggestion(spark):
+    """Spark's sizing takes quota_core.sizing.suggest_quota's formula (issue 28): every key,
+    fractions, exact whole numbers and NaN agree value for value."""
+    import math
+
+    from pyspark.sql import functions as F
+
+    from pipeline.columns import suggested_quota
+    from quota_core.sizing import suggest_quota
+
+    rows = [(k, p) for k in KEYS for p in (1500.2, 1500.0, 0.01234, 10_848_519.5, math.nan)]
+    df = spark.createDataFrame(rows, "key string, p99 double")
+    got = df.select(suggested_quota(F.col("key"), F.col("p99")).alias("s")).toPandas()["s"]
+    want = [suggest_quota(k, p) for k, p in rows]
+    assert [("nan" if math.isnan(g) else g) for g in got] == \
+        [("nan" if math.isnan(w) else w) for w in want]

@@ -63,8 +63,10 @@ CASES = {
     "over quota, no throttle reported yet": ({"3": (1.2, None)}, "123", "3", "12"),
     "a lingering bucket at rate 0": ({"1": (0.0, None), "2": (1.1, 50.0)}, "123", "2", "13"),
     "one broker with traffic, not hot": ({"1": (0.5, None)}, "123", "", "23"),
-    "under the quota now, the broker still throttling": ({"2": (0.73, 856.0)}, "123", "2",
-                                                          "13"),
+    # Issue 27: a throttle time beside a rate under 90 % of the quota is left over from
+    # earlier metric samples: throttled recently, not now.
+    "under 90% of the quota now, a throttle time left over": ({"2": (0.73, 856.0)}, "123", "",
+                                                               "13"),
     "two hot, one of them under now": ({"1": (2.0, 1900.0), "2": (0.9, 950.0)}, "12", "12",
                                        ""),
 }
@@ -155,12 +157,16 @@ def test_the_issue_s_two_sentences():
 
 
 def test_a_throttle_the_broker_still_reports_under_the_quota_is_said_so():
-    """Not "throttled: 73 % of the quota" without a word: the broker's window still holds the
-    traffic that went over, so it still throttles."""
+    """Issue 27: 73 % of the quota with a throttle time is a throttle-time average holding
+    earlier metric samples: throttled recently, not now. At 90 % and above a throttled client
+    is held at its quota: still throttled now."""
     _, mine = rows_of({"2": (0.73, 856.0)}, "123")
-    assert spread(P, mine, "123").sentence().text.startswith(
-        "Throttled on broker 2 only: 73% of 1 MiB/s there now, and the broker still reports a "
-        "856 ms throttle on its recent requests; brokers 1 and 3 see none of its traffic.")
+    sp = spread(P, mine, "123")
+    assert sp.throttled is False and sp.recent_on == ("2",)
+    assert sp.sentence().text.startswith("Not throttled: 748 KiB/s on broker 2 (73% of 1 MiB/s)")
+    assert sp.sentence().text.endswith(
+        "Broker 2 still reports a throttle time from earlier metric samples: throttled "
+        "recently, not now.")
     _, mine = rows_of({"1": (2.0, 1900.0), "2": (0.9, 950.0)}, "12")
     assert spread(P, mine, "12").sentence().text.startswith(
         "Throttled on brokers 1 and 2: 200% on broker 1 (throttled 1.9 s), 90% on broker 2 "

@@ -18,8 +18,11 @@ def unwatched_warnings(frame) -> list[str]:
     cluster = connected_cluster()
     if cluster is None or not cluster.node_ids:
         return []
-    missing = unwatched(cluster.node_ids, frame.brokers)
-    failed = [down.name for down in frame.down]
+    # A broker whose endpoint stopped answering is named with its error (ui.live.Down.label),
+    # once: not again here.
+    known = {down.node for down in frame.down if down.node}
+    missing = [n for n in unwatched(cluster.node_ids, frame.brokers) if n not in known]
+    failed = [down.name for down in frame.down if not down.node]
     for node in missing:
         sentence = unwatched_sentence(node, failed)
         st.warning(md(sentence[0].upper() + sentence[1:] + "."), icon=":material/visibility_off:")

@@ -104,7 +104,8 @@ def render_report(report: LintReport, can_edit: bool, history_problem: str | Non
         st.warning(md(f"The usage history could not be read: {history_problem}"),
                    icon=":material/history_toggle_off:")
     if not report.findings:
-        st.success("No findings: nothing here will hurt a client, as far as these rules see.",
+        # Information, never a green all-clear: the rules see only what they read (issue 27).
+        st.info("No findings: nothing here will hurt a client, as far as these rules see.",
                    icon=":material/health_and_safety:")
     for severity in SEVERITIES:
         mine = [f for f in report.findings if f.severity == severity]

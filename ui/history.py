@@ -2,14 +2,16 @@
 DataSketches, cached by the rollups' update time), the analysed per-sample table for Edit's
 what-if, and running the Spark job as a separate process whose progress the page follows.
 
-Spark never runs inside the dashboard's process: the job is ``python -m pipeline.analyze``,
+Spark never runs inside the dashboard's process: the job is the CLI's ``kafka-client-quotas
+analyze`` subcommand (the pipeline's own entry point, which it registers with the CLI),
 started detached, writing its progress lines to ``<analysis>.log``; a ``<analysis>.pid``
-file says it is running. Its output directory appears only when the job finished (the job
+file says it is running. One job writes an output folder at a time: the job holds a lock on
+it (quota_core.telemetry.folder_lock), and a job started while another holds it stops with
+one line naming the holder, which the page shows (:func:`start_job` reads it first). Its output directory appears only when the job finished (the job
 writes to a hidden sibling and renames it), so a half-written analysis is never shown.
 """
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
@@ -19,7 +21,7 @@ import streamlit as st
 
 from .settings import REPO_ROOT, Places, analysis_dir, history_dir
 
-__all__ = ["Places", "places", "WHAT_IF_COLUMNS", "windows", "start_job", "job_running", "job_log",
+__all__ = ["Places", "places", "WHAT_IF_COLUMNS", "windows", "start_job", "job_holder", "job_running", "job_log",
            "suggested_value", "sizing_rows", "rollup_state", "rollup_rows", "range_tables", "range_sizing",
            "bucket_hours"]
 
@@ -119,37 +121,44 @@ def job_log(p: Places, lines: int = 12) -> list[str]:
         return []
 
 
-def start_job(p: Places) -> None:
-    """Start ``pipeline.analyze`` over the history, replacing the last analysis when done."""
+def job_holder(p: Places) -> str | None:
+    """One line naming the job that writes the analysis or its rollups now (its pid, start
+    time and command), None when none does."""
+    from quota_core.telemetry.folder_lock import busy_message, holder
+
+    for folder in (p.analysis, p.rollups):
+        line = holder(folder)
+        if line is not None:
+            return busy_message(folder, line)
+    return None
+
+
+def start_job(p: Places) -> str | None:
+    """Start ``kafka-client-quotas analyze`` over the history, replacing the last analysis
+    when done. When another job writes the folder, start nothing and return the line naming
+    it (the job itself would stop with that line, exit 1)."""
+    busy = job_holder(p)
+    if busy is not None:
+        return busy
     p.analysis.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     with open(p.log, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.analyze", "--usage", str(p.history), "--out",
-             str(p.analysis), "--overwrite", "--windows"],  # Edit's what-if reads windows
+            [sys.executable, "-m", "quota_core", "analyze", "--usage", str(p.history),
+             "--out", str(p.analysis), "--overwrite",
+             "--windows"],  # Edit's what-if reads windows
             cwd=REPO_ROOT, env=env, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True)
     p.pid.write_text(str(proc.pid))
+    return None
 
 
 def suggested_value(key: str, value: float) -> float:
-    """A suggested quota people can type: ``value`` rounded *up* (a smaller quota would not
-    keep the p99 under it) to three significant digits in the unit the pages show it in
-    (MiB/s, KiB/s for byte rates, as :func:`quota_core.units.format_rate` prints it)."""
-    from quota_core.keys import QUOTA_KEYS
+    """The suggestion as History shows it: :func:`quota_core.units.round_up_quota` (the one
+    display rounding, lint's too) of the sizing table's ``suggested_quota``."""
+    from quota_core.units import round_up_quota
 
-    if not math.isfinite(value) or value <= 0:
-        return value
-    spec = QUOTA_KEYS.get(key)
-    size = 1
-    if spec is not None and spec.is_byte_rate:
-        size = next((s for s in (2**40, 2**30, 2**20, 2**10) if value >= s), 1)
-    scaled = value / size
-    step = 10 ** (math.floor(math.log10(scaled)) - 2)  # three significant digits
-    rounded = math.ceil(round(scaled / step, 6)) * step
-    if spec is not None and spec.integral:
-        return float(math.ceil(rounded * size))
-    return float(f"{rounded:.3g}") * size
+    return round_up_quota(key, value)
 
 
 def sizing_rows(sizing, quotas) -> list[dict]:

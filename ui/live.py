@@ -22,7 +22,9 @@ from quota_core.errors import QuotaError
 
 from .settings import metrics_endpoints, metrics_template
 
-__all__ = ["LiveFeed", "feed", "Frame", "Down", "endpoint_name", "usage_rows"]
+__all__ = ["LiveFeed", "feed", "Frame", "Down", "endpoint_name", "usage_rows", "held_rows",
+           "frame_unread",
+           "ended_ago"]
 
 
 def endpoint_name(endpoint: Endpoint) -> str:
@@ -39,6 +41,13 @@ class Down:
     name: str
     error: str
     last_ok: float | None
+    #: The broker's node id, when the endpoint answered with one before (None: unknown).
+    node: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``broker 2 (127.0.0.1:44377)`` when its node id is known, else ``host:port``."""
+        return f"broker {self.node} ({self.name})" if self.node else self.name
 
     def since_text(self, now: float | None = None) -> str:
         if self.last_ok is None:
@@ -73,6 +82,8 @@ class LiveFeed:
         self.frames: deque[Frame] = deque(maxlen=max(2, int(keep_s / every_s)))
         #: endpoint URL → time of its last successful scrape
         self.last_ok: dict[str, float] = {}
+        #: endpoint URL → the node id it last answered with
+        self.node_of: dict[str, str] = {}
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="quota-live-feed", daemon=True)
         self._thread.start()
@@ -83,8 +94,10 @@ class LiveFeed:
         series, failed = scrape_all(self.endpoints, self.timeout_s)
         now, down_urls = time.time(), {endpoint.url for endpoint, _ in failed}
         self.last_ok.update((e.url, now) for e in self.endpoints if e.url not in down_urls)
+        self.node_of.update(getattr(series, "node_of", {}))
         errors = {endpoint_name(e): str(exc) for e, exc in failed}
-        down = [Down(endpoint_name(e), str(exc), self.last_ok.get(e.url)) for e, exc in failed]
+        down = [Down(endpoint_name(e), str(exc), self.last_ok.get(e.url), self.node_of.get(e.url))
+                for e, exc in failed]
         return Frame(time.time(), tuple(series), errors, tuple(down), tuple(series.brokers))
 
     def _loop(self) -> None:
@@ -160,4 +173,59 @@ def usage_rows(frame: Frame, quotas) -> list:
         _ROWS[key] = (frame, quotas, rows)
         while len(_ROWS) > _ROWS_KEPT:
             _ROWS.popitem(last=False)
+    return rows
+
+
+def frame_unread(frame: Frame | None, cluster_nodes=()) -> tuple[str, ...]:
+    """The brokers whose figures ``frame`` does not hold, each once: by node id where known
+    (an endpoint that answered before with its node id; a broker of the cluster no answering
+    endpoint covers), by ``host:port`` otherwise (:func:`quota_core.coverage.unread_brokers`).
+    No frame yet: every broker of the cluster."""
+    from quota_core.coverage import unread_brokers
+
+    if frame is None:
+        return tuple(cluster_nodes)
+    return unread_brokers(tuple(cluster_nodes), frame.brokers,
+                          [(d.name, d.node) for d in frame.down])
+
+
+def ended_ago(history, row, memory_ms: float, now: float | None = None) -> float | None:
+    """For a bucket throttled recently (``row``: a :class:`quota_core.live.BucketUsage` with
+    ``recent``): how many seconds ago the feed last saw it throttled *now* on that broker,
+    looking back over the broker's throttle-time memory (``memory_ms``); None when no round
+    kept shows it (the console started since, or it ended before)."""
+    from dataclasses import replace
+
+    from quota_core.live import finite, gather
+
+    now = time.time() if now is None else now
+    key = (row.broker, row.quota_type, row.user, row.client_id)
+    for frame in reversed(history):
+        if frame.at < now - memory_ms / 1000 - 1:
+            break
+        figures = gather(s for s in frame.series
+                         if (s.broker, s.quota_type, s.user or None, s.client_id or None) == key)
+        got = figures.get(key)
+        if not got:
+            continue
+        then = replace(row, rate=finite(got.get("rate")), throttle_ms=finite(got.get("throttle")))
+        if then.throttled:
+            return max(0.0, now - frame.at)
+    return None
+
+
+def held_rows(live: LiveFeed, frame: Frame, quotas) -> list:
+    """:func:`usage_rows` of ``frame``, where a bucket that looks throttled recently but was
+    throttled now in a round of the last :data:`quota_core.live.CONFIRM_S` stays "now": a
+    read under 90 % of the quota can be a dip (:func:`quota_core.live.hold`)."""
+    from quota_core import live as core
+
+    rows = usage_rows(frame, quotas)
+    if not any(r.recent for r in rows):
+        return rows
+    # Every round of the last CONFIRM_S (at least the round before): a bucket throttled now
+    # in any of them stays "now" (a dip lasts about 2 s at most).
+    span = max(core.CONFIRM_S, live.every_s) + 0.5
+    for before in [f for f in live.history() if frame.at - span <= f.at < frame.at]:
+        rows = core.hold(rows, usage_rows(before, quotas))
     return rows

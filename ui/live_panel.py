@@ -16,15 +16,15 @@ from quota_core.live import KEY_OF_TYPE, gather
 from quota_core.membership import Membership
 from quota_core.resolution import Resolution
 from quota_core.spread import spread
-from quota_core.story import (bucket_details, client_story, is_quiet, others_story,
-                              quiet_story)
+from quota_core.story import (bucket_details, client_story, is_blind, is_quiet,
+                              others_story, quiet_story, unknown_story)
 from quota_core.throttle import DEFAULT_WINDOW
 from quota_core.verdict import tags_entity
 
 from .charts import rate_vs_quota
-from .live import feed, usage_rows
+from .live import feed, frame_unread, held_rows
 from .spread import show_spreads
-from .context import secrets_dict
+from .context import connected_cluster, secrets_dict
 from .coverage import unwatched_warnings
 from .story import sentences_html, shared_verdicts
 from .text import md
@@ -59,11 +59,15 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window,
         st.caption("Waiting for the first scrape of the metrics endpoints…")
         return
     latest = history[-1]
-    for label, error in latest.errors.items():
-        st.warning(md(f"{label}: {error}"), icon=":material/cloud_off:")
-    missing = unwatched_warnings(latest)
-    rows = usage_rows(latest, quotas)
-    found = shared_verdicts(resolution, keys, quotas, rows, window, members)
+    for down in latest.down:
+        st.warning(md(f"{down.label}: {down.error}"), icon=":material/cloud_off:")
+    unwatched_warnings(latest)
+    cluster = connected_cluster()
+    # The brokers not read, once each (by node id where known): the verdict is unknown, never
+    # "not throttled", while any is (quota_core.live.live_verdict).
+    unread = frame_unread(latest, cluster.node_ids if cluster is not None else ())
+    rows = held_rows(live, latest, quotas)
+    found = shared_verdicts(resolution, keys, quotas, rows, window, members, unread)
     span = latest.at - history[0].at
     st.caption(f"As of {time.strftime('%H:%M:%S', time.localtime(latest.at))} "
                f"({time.time() - latest.at:.0f} s ago), over the last "
@@ -71,16 +75,15 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window,
                + f"; per broker, never summed; quota window {window.text()}.")
     # Keys with traffic: the status, then (for a shared bucket) who sends what in it; the
     # figures of an own bucket are in the status already. Keys without: one sentence.
-    busy = [v for v in found if not is_quiet(v)]  # no "0 of 10 on broker 3"
-    quiet = quiet_story(found)
+    busy = [v for v in found if not is_quiet(v) and not is_blind(v)]  # no "0 of 10 on broker 3"
+    quiet, blind = quiet_story(found), unknown_story(found)
     st.html(sentences_html([s for v in busy
                             for s in [*client_story(v)[:1], *(bucket_details(v) if v.shared
                                                               else [])]
-                            if s.kind == "status"] + ([quiet] if quiet else [])))
+                            if s.kind == "status"] + [s for s in (blind, quiet) if s]))
     # The client x broker view: its own bucket per key on every broker read (more than one),
     # and the sentence that explains the spread. Never one summed "cluster" throttle.
     known = {r.broker for r in rows} | set(latest.brokers)
-    unread = [*latest.errors, *missing]
     if len(known | set(unread)) > 1:
         show_spreads([(f"{v.key} {tags_entity(v.bucket).display()}",
                        spread(v.key, v.brokers, known, v.limit, unread))
@@ -93,7 +96,7 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window,
         st.html(sentences_html(s for v in found for s in others_story(v)
                                if s.claims.get("throttled")))
     calm = [f"{tags_entity(o.tags).display()} ({v.key})" for v in found for o in v.others
-            if not o.throttled]
+            if o.throttled is False]
     if calm:
         st.caption(md("Other buckets under the same user or client id, not throttled: "
                       + ", ".join(calm) + "."))

@@ -20,7 +20,7 @@ from quota_core.units import format_quota, format_rate
 from .story import sentences_html
 
 __all__ = ["cell_text", "spread_grid", "show_spreads", "show_bucket_spreads",
-           "show_traffic_spreads", "traffic_spreads", "labelled", "NO_TRAFFIC"]
+           "show_traffic_spreads", "traffic_spreads", "labelled", "NO_TRAFFIC", "preview_unread"]
 
 NO_TRAFFIC = "no traffic"
 _HOT = "background-color:#fdecea;color:#8a1c14;font-weight:600"
@@ -102,9 +102,12 @@ def show_bucket_spreads(rows, shown, unread: Iterable[str] = (), key: str = "spr
                   for t, u, c in buckets], key=key)
 
 
-def traffic_spreads(changes, brokers: Iterable[str] = ()) -> list[tuple[str, Spread]]:
+def traffic_spreads(changes, brokers: Iterable[str] = (),
+                    unread: Iterable[str] = ()) -> list[tuple[str, Spread]]:
     """Edit's preview at today's rates: each bucket whose quota changes, after the change,
-    over ``brokers`` (every broker read) and those reporting it."""
+    over ``brokers`` (every broker read) and those reporting it; ``unread`` the brokers
+    whose figures are unknown."""
+    unread = tuple(unread)
     grouped: dict[tuple, list] = {}
     for c in changes:
         if c.verdict != "clients move to another bucket":
@@ -117,7 +120,7 @@ def traffic_spreads(changes, brokers: Iterable[str] = ()) -> list[tuple[str, Spr
         label = (f"{t} {tags_entity((u, c)).display()}, "
                  f"{format_quota(key, cs[0].before.quota)} → "
                  f"{format_quota(key, cs[0].after.quota)}")
-        out.append((label, judged_spread([x.after for x in cs], known)))
+        out.append((label, judged_spread([x.after for x in cs], known, unread)))
     return out
 
 
@@ -131,8 +134,33 @@ def show_traffic_spreads(changes, key: str = "ed_spread") -> None:
     frame = live.latest(wait_s=0) if live is not None else None
     known = ({s.broker for s in frame.series} | set(frame.brokers)) if frame is not None \
         else set()
-    if len(known | {c.after.broker for c in changes}) < 2:
+    unread = preview_unread(frame)
+    if len(known | {c.after.broker for c in changes} | set(unread)) < 2:
         return
     st.markdown("**Per broker, after the change** (judged at today's rate on each broker, "
                 "which enforces on its own):")
-    show_spreads(traffic_spreads(changes, known)[:25], key=key)
+    show_spreads(traffic_spreads(changes, known, unread)[:25], key=key)
+
+
+def preview_unread(frame=None) -> tuple[str, ...]:
+    """The brokers a preview at today's rates cannot judge (their figures are unknown), each
+    once, by node id where known; with a warning naming them. ``frame`` defaults to the live
+    feed's latest round."""
+    from .context import connected_cluster, secrets_dict
+    from .live import feed, frame_unread
+
+    if frame is None:
+        live, _ = feed(secrets_dict())
+        if live is None:
+            return ()
+        frame = live.latest(wait_s=0)
+    cluster = connected_cluster()
+    unread = frame_unread(frame, cluster.node_ids if cluster is not None else ())
+    if unread:
+        from quota_core.spread import brokers_text
+
+        names = brokers_text(unread)
+        st.warning(f"{names[0].upper()}{names[1:]} could not be read: the preview at today's "
+                   f"rates cannot say what the change does there.",
+                   icon=":material/visibility_off:")
+    return unread

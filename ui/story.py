@@ -15,6 +15,9 @@ __all__ = ["sentence_html", "sentences_html", "note_html", "notes_html", "shared
 _TONE = {  # background, border
     "throttled": ("#fdecea", "#f5c2c0"),
     "ok": ("#e8f5e9", "#b7dfb9"),
+    # Unknown (a broker not read) and throttled recently: never the green of an all-clear.
+    "unknown": ("#fff8e1", "#f5d37a"),
+    "recent": ("#fff3e0", "#f6c58f"),
     "other": ("#f1f3f4", "#dadce0"),
     "plain": ("transparent", "transparent"),
 }
@@ -24,7 +27,13 @@ def _tone(sentence: Sentence) -> str:
     if sentence.claims.get("subject") == "other":
         return "other"
     if sentence.kind in (STATUS, "spread"):  # quota_core.spread.SPREAD
-        return "throttled" if sentence.claims.get("throttled") else "ok"
+        throttled = sentence.claims.get("throttled")
+        if throttled:
+            return "throttled"
+        # Green only for "not throttled" with every broker read (quota_core.live.live_verdict).
+        if throttled is None or sentence.claims.get("unread"):
+            return "unknown"
+        return "recent" if sentence.claims.get("recent") else "ok"
     return "plain"
 
 
@@ -98,9 +107,12 @@ def cluster_window(backend):
     return cluster_settings(backend).window()
 
 
-def shared_verdicts(resolution, keys, quotas, rows, window, members):
+def shared_verdicts(resolution, keys, quotas, rows, window, members, unread=()):
     """:func:`quota_core.verdict.verdicts` with the snapshot's bucket rules (``members``,
-    :meth:`ui.registry.Snapshot.members`) rather than a fresh index per call."""
+    :meth:`ui.registry.Snapshot.members`) rather than a fresh index per call; ``unread`` the
+    brokers whose figures are unknown (:func:`ui.live.frame_unread`)."""
     from quota_core.verdict import key_verdict
 
-    return [key_verdict(resolution, k, quotas, rows, window, members) for k in keys]
+    unread = tuple(unread)
+    return [key_verdict(resolution, k, quotas, rows, window, members, unread=unread)
+            for k in keys]

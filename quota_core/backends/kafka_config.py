@@ -34,6 +34,7 @@ from ..errors import ConfigError
 __all__ = [
     "KafkaClientConfig",
     "parse_properties",
+    "property_lines",
     "parse_jaas_config",
     "load_command_config",
     "client_config",
@@ -83,23 +84,26 @@ _SECRET_KEYS = {"sasl.jaas.config", "sasl.password", "ssl.key.password", "ssl.tr
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
-def _logical_lines(text: str) -> list[str]:
-    """Java's LineReader: drop comments and blank lines, join backslash continuations."""
-    lines, current, continuing = [], "", False
-    for raw in re.split(r"\r\n|\r|\n", text):  # Java breaks lines at these only
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """Java's LineReader: drop comments and blank lines, join backslash continuations. Each
+    logical line comes with the number of the physical line it starts on (1 is the first)."""
+    lines, current, continuing, start = [], "", False, 0
+    for number, raw in enumerate(re.split(r"\r\n|\r|\n", text), 1):  # Java breaks lines here only
         line = raw.lstrip(" \t\f")
         if not continuing and (not line or line[0] in "#!"):
             continue
+        if not continuing:
+            start = number
         trailing = len(line) - len(line.rstrip("\\"))
         if trailing % 2 == 1:  # an odd number of backslashes escapes the line break
             current += line[:-1]
             continuing = True
             continue
         current += line
-        lines.append(current)
+        lines.append((start, current))
         current, continuing = "", False
     if continuing:
-        lines.append(current)
+        lines.append((start, current))
     return lines
 
 
@@ -127,8 +131,14 @@ def parse_properties(text: str) -> dict[str, str]:
 
     A later duplicate key wins, as in Java.
     """
-    props: dict[str, str] = {}
-    for line in _logical_lines(text):
+    return {key: value for _line, key, value in property_lines(text)}
+
+
+def property_lines(text: str) -> list[tuple[int, str, str]]:
+    """:func:`parse_properties` as ``(line number, key, value)`` in file order, duplicates
+    kept: for messages that name a line instead of quoting it."""
+    out = []
+    for number, line in _logical_lines(text):
         i, n = 0, len(line)
         while i < n:  # the key ends at the first unescaped '=', ':' or whitespace
             ch = line[i]
@@ -145,8 +155,18 @@ def parse_properties(text: str) -> dict[str, str]:
             i += 1
             while i < n and line[i] in " \t\f":
                 i += 1
-        props[_unescape(line[:key_end])] = _unescape(line[i:])
-    return props
+        out.append((number, _unescape(line[:key_end]), _unescape(line[i:])))
+    return out
+
+
+#: What a Java client property name looks like (``sasl.mechanism``, ``ssl.key.password``):
+#: lower-case words joined by dots. Only such a key is ever quoted in a message; any other
+#: "key" may be a line of a value split over lines (a password), so it is named by its line.
+_PROPERTY_NAME = re.compile(r"[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+", re.ASCII)
+
+
+def _plausible_key(key: str) -> bool:
+    return len(key) <= 100 and bool(_PROPERTY_NAME.fullmatch(key))
 
 
 # -- sasl.jaas.config -----------------------------------------------------------------------
@@ -300,22 +320,60 @@ def _store_error(kind: str, key: str, store_type: str, pem_keys: str) -> ConfigE
         f"and set {pem_keys} instead (or ssl.{kind}.type=PEM with a PEM file).", key=key)
 
 
+def _lines_text(numbers: list[int]) -> str:
+    words = [str(n) for n in sorted(set(numbers))]
+    joined = words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+    return f"line{'s' if len(words) > 1 else ''} {joined}"
+
+
+def _unknown_error(props: Mapping[str, str], unknown: list[str], source: str,
+                   lines: Mapping[str, int]) -> ConfigError:
+    """Unknown keys, named only when they look like property names; any other "key" is named
+    by its line (a value split over lines without ``\\`` makes its next line, maybe a
+    password, a key of its own: its text is never shown)."""
+    shown = [k for k in unknown if _plausible_key(k)]
+    hidden = [k for k in unknown if not _plausible_key(k)]
+    parts = []
+    if shown:
+        names = ", ".join(f"{k} (line {lines[k]})" if k in lines else k for k in shown)
+        parts.append(f"Unknown Kafka client propert{'y' if len(shown) == 1 else 'ies'} (from "
+                     f"{source}): {names}.")
+    if hidden:
+        where = (_lines_text([lines[k] for k in hidden]) if all(k in lines for k in hidden)
+                 else f"{len(hidden)} key{'s' if len(hidden) > 1 else ''}")
+        split = ""
+        jaas = props.get("sasl.jaas.config")
+        if jaas is not None and not jaas.rstrip().endswith(";"):
+            at = f" (line {lines['sasl.jaas.config']})" if "sasl.jaas.config" in lines else ""
+            split = (f" sasl.jaas.config{at} does not end with ';': if its value goes on over "
+                     f"the next lines, end each line but the last with \\.")
+        what = ("is not a Kafka client property" if len(hidden) == 1 else
+                "are not Kafka client properties")
+        parts.append(f"In {source}, {where} {what} (the text is not shown: it may hold a "
+                     f"secret).{split}")
+    parts.append("Supported: security.protocol, sasl.mechanism, sasl.jaas.config (or "
+                 "sasl.username + sasl.password), client.id, request.timeout.ms, "
+                 "ssl.ca.location, ssl.certificate.location, ssl.key.location, "
+                 "ssl.key.password, ssl.endpoint.identification.algorithm (and Java's "
+                 "ssl.truststore.*/ssl.keystore.* with type PEM). Fix the spelling or remove "
+                 "them.")
+    return ConfigError(" ".join(parts), unknown=shown, source=source,
+                       lines=sorted(lines[k] for k in hidden if k in lines))
+
+
 def client_config(properties: Mapping[str, str] | None,
-                  source: str = "the client properties") -> KafkaClientConfig:
+                  source: str = "the client properties",
+                  lines: Mapping[str, int] | None = None) -> KafkaClientConfig:
     """Check client properties and turn them into a :class:`KafkaClientConfig`.
 
     Raises :class:`ConfigError` for unknown keys (all of them listed), unsupported choices,
-    a JAAS config we cannot use, or Java key stores without a PEM alternative."""
+    a JAAS config we cannot use, or Java key stores without a PEM alternative. ``lines``
+    (key -> line number, from a file) lets a message name a line instead of quoting a key
+    that may be a secret."""
     props = {str(k).strip(): str(v).strip() for k, v in (properties or {}).items()}
     unknown = sorted(k for k in props if k not in _USED and k not in _IGNORED)
     if unknown:
-        raise ConfigError(
-            f"Unknown Kafka client propert{'y' if len(unknown) == 1 else 'ies'} (from "
-            f"{source}): {', '.join(unknown)}. Supported: security.protocol, sasl.mechanism, "
-            f"sasl.jaas.config (or sasl.username + sasl.password), client.id, request.timeout.ms, ssl.ca.location, "
-            f"ssl.certificate.location, ssl.key.location, ssl.key.password, "
-            f"ssl.endpoint.identification.algorithm (and Java's ssl.truststore.*/ssl.keystore.* "
-            f"with type PEM). Fix the spelling or remove them.", unknown=unknown, source=source)
+        raise _unknown_error(props, unknown, source, lines or {})
     ignored = [k for k in props if k in _IGNORED]
     protocol = _require(props.get("security.protocol", "PLAINTEXT").upper(),
                         SECURITY_PROTOCOLS, "security.protocol")
@@ -436,4 +494,6 @@ def load_command_config(path: str | Path) -> KafkaClientConfig:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         text = raw.decode("latin-1")  # Java's Properties.load(InputStream) reads ISO-8859-1
-    return client_config(parse_properties(text), source=str(path))
+    found = property_lines(text)
+    return client_config({k: v for _n, k, v in found}, source=str(path),
+                         lines={k.strip(): n for n, k, _v in found})

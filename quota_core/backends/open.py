@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Callable
 
 from .base import QuotaBackend
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 
-__all__ = ["open_backend", "add_backend_arguments", "open_backend_from", "NumberAction"]
+__all__ = ["open_backend", "add_backend_arguments", "open_backend_from", "NumberAction",
+           "require_sandbox_file"]
 
 #: How long to wait for an unreachable cluster, unless --timeout says otherwise.
 DEFAULT_TIMEOUT_S = 10.0
@@ -38,6 +39,14 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
                    metavar="SECONDS",
                    help=f"give up on an unreachable cluster after this long (default "
                         f"{DEFAULT_TIMEOUT_S:g})")
+
+
+def require_sandbox_file(path: str | Path) -> None:
+    """A command that only reads quotas never creates a sandbox: a missing file is a usage
+    error (exit 2), the same words for ``--describe``, ``serve-metrics`` and the others."""
+    if not Path(path).exists():
+        raise UsageError(f"No sandbox file at {path}: it is created by --alter, --import or "
+                         f"--init. Check the path.")
 
 
 def open_backend_from(args: argparse.Namespace,

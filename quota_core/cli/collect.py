@@ -19,7 +19,7 @@ from typing import TextIO
 
 from ..telemetry.collector import Collector, parse_endpoints
 from ..backends.open import NumberAction, open_backend
-from ..errors import ParseError, QuotaError
+from ..errors import ParseError, QuotaError, UsageError
 from .exits import exit_code
 from .signals import restore_signals, stop_on_signals
 
@@ -77,6 +77,10 @@ def _check(args: argparse.Namespace) -> None:
         from ..telemetry.exporter import parse_listen
 
         parse_listen(args.serve, "--serve")
+    if args.sandbox:  # snapshotting a mistyped path as an empty quota set would hide the typo
+        from ..backends.open import require_sandbox_file
+
+        require_sandbox_file(args.sandbox)
 
 
 def main(argv: list[str], out: TextIO, err: TextIO) -> int:
@@ -88,7 +92,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     try:
         _check(args)
         endpoints = parse_endpoints(args.metrics) if args.metrics else []
-    except ParseError as exc:
+    except (ParseError, UsageError) as exc:
         err.write(f"{PROG}: error: {exc}\n")
         return exit_code("collect", exc)
 
@@ -140,7 +144,8 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
             collector = Collector(endpoints, backend.describe, sink, scrape,
                                   scrape_every=args.every, snapshot_every=args.snapshot_every,
                                   flush_every=args.every, status_every=args.status_every,
-                                  log=log, timeout=args.timeout)
+                                  log=log, timeout=args.timeout,
+                                  settings=backend.broker_settings)
             try:
                 return collector.run(stop)
             finally:

@@ -82,9 +82,6 @@ _CLIENT_KEYS = {"producer_byte_rate", "consumer_byte_rate", "request_percentage"
                 "controller_mutation_rate"}
 _IP_KEYS = {"connection_creation_rate"}
 _SCRAM_KEYS = {"SCRAM-SHA-256", "SCRAM-SHA-512"}
-USAGE = (f"Usage ({PROG}, kafka-configs.sh form): --bootstrap-server HOST:PORT "
-         f"(--describe | --alter) --entity-type users|clients|ips (--entity-name NAME | "
-         f"--entity-default) [--add-config k=v,...] [--delete-config k,...]")
 
 
 class CommandFailed(Exception):
@@ -99,11 +96,30 @@ class CommandFailed(Exception):
 
 
 class _UnreadableFile(CommandFailed, UnreadableFile):
-    """A file the user named (``--add-config-file``) that cannot be read: a usage error, the
-    one 2 of ``configs`` (docs/interfaces.md: like an unreadable ``--import``)."""
+    """A file the user named (``--add-config-file``) that cannot be read. ConfigCommand
+    prints a stack trace (``java.nio.file.NoSuchFileException``) and exits 1: so do we, with
+    one clear line (docs/interfaces.md: ``configs`` exits as ConfigCommand for every error)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, trace=True)
+
+
+def help_text() -> str:
+    """ConfigCommand's option table, as ``kafka-configs.sh --help`` prints it after its first
+    line (Kafka 4.3.1, jopt-simple's layout, byte for byte: ``configs_help.txt`` is its
+    stderr)."""
+    from importlib.resources import files
+
+    return files(__package__).joinpath("configs_help.txt").read_text(encoding="utf-8")
+
+
+#: ``password=...`` inside a SCRAM value (``SCRAM-SHA-256=[password=secret]``): hidden when
+#: the command line is echoed (ConfigCommand echoes it as typed; a secret is never printed).
+_PASSWORD = re.compile(r"(?i)(password=)[^,\]]*")
+
+
+def _shown(argv: Sequence[str]) -> str:
+    return " ".join(_PASSWORD.sub(r"\1[hidden]", a) for a in argv)
 
 
 def _fail(message: str) -> CommandFailed:
@@ -285,7 +301,7 @@ def parse_configs_to_be_added(opts: Options) -> dict[str, str]:
         try:  # bounded, and never a FIFO or /dev/zero (inputs.py)
             text = read_bytes_file(path, "--add-config-file", PROPERTIES_LIMIT).decode(
                 "latin-1")  # Properties.load(InputStream)
-        except QuotaError as exc:  # an unreadable file the user named: a usage error, exit 2
+        except QuotaError as exc:  # ConfigCommand: a stack trace, exit 1
             raise _UnreadableFile(f"cannot read --add-config-file {path}: "
                                   f"{exc.context['reason']}.") from exc
         props.update(parse_properties(text))
@@ -476,7 +492,7 @@ def main(argv: Sequence[str], out: TextIO, err: TextIO,
 
     try:
         opts = parse_options(argv)
-        if not argv or opts.has("help"):
+        if not argv or opts.has("help"):  # kafka-configs.sh --help: its help, exit 1
             raise CommandFailed("This tool helps to manipulate and describe entity config for "
                                 "a topic, client, user, broker, ip, client-metrics or group",
                                 usage=True)
@@ -487,13 +503,13 @@ def main(argv: Sequence[str], out: TextIO, err: TextIO,
         return 0
     except CommandFailed as exc:
         if exc.trace:
-            err.write(f"Error while executing config command with args '{' '.join(argv)}'\n")
+            err.write(f"Error while executing config command with args '{_shown(argv)}'\n")
             err.write(f"{PROG}: {exc.message}\n")
-        else:
-            err.write(f"{exc.message}\n" + (f"{USAGE}\n" if exc.usage else ""))
+        else:  # CommandLineUtils.printUsageAndExit: the message, then the whole help
+            err.write(f"{exc.message}\n" + (help_text() if exc.usage else ""))
         return exit_code("configs", exc)
     except QuotaError as exc:  # the backend's errors: ConfigCommand prints a stack trace
-        err.write(f"Error while executing config command with args '{' '.join(argv)}'\n"
+        err.write(f"Error while executing config command with args '{_shown(argv)}'\n"
                   f"{PROG}: {exc}\n")
         return exit_code("configs", exc)
     finally:

@@ -8,9 +8,10 @@ and returns ``exit_code(command, exc)``.
   failure, 2 a usage error, 3 outcome unknown (sent, not confirmed);
 * ``plan``: 0 no changes, 1 any error (usage errors included), 2 changes pending;
 * ``lint``: 0 no finding at or above ``--fail-on``, 1 any error, 2 findings;
-* ``configs`` (the kafka-configs.sh dialect): as ConfigCommand, 1 for every error, except an
-  unreadable file the user named (``--add-config-file``, :class:`UnreadableFile`): 2, like an
-  unreadable ``--import``.
+* ``configs`` (the kafka-configs.sh dialect): as ConfigCommand, 1 for every error, an
+  unreadable ``--add-config-file`` or ``--command-config`` included (ConfigCommand prints a
+  stack trace and exits 1; docs/interfaces.md), and 1 for ``--help`` as
+  ``kafka-configs.sh --help``.
 
 tests/test_docs.py holds every exit code table of the docs equal to :data:`EXIT_CODES`.
 
@@ -19,7 +20,7 @@ pending". A status that is a result (plan's 2, lint's 2) is returned by the comm
 """
 from __future__ import annotations
 
-from ..errors import OutcomeUnknown, ParseError, QuotaError, UnreadableFile, UsageError
+from ..errors import OutcomeUnknown, ParseError, QuotaError, UsageError
 
 __all__ = ["EXIT_CODES", "exit_code", "FAILURE", "USAGE", "OUTCOME_UNKNOWN"]
 
@@ -28,7 +29,7 @@ FAILURE, USAGE, OUTCOME_UNKNOWN = 1, 2, 3
 _RUNTIME = ((UsageError, USAGE), (ParseError, USAGE), (OutcomeUnknown, OUTCOME_UNKNOWN),
             (QuotaError, FAILURE))
 _ANY_ERROR = ((BaseException, FAILURE),)
-_CONFIGS = ((UnreadableFile, USAGE), (BaseException, FAILURE))
+_CONFIGS = ((BaseException, FAILURE),)
 
 #: subcommand -> (error class, exit status), the first class the error is an instance of wins.
 EXIT_CODES: dict[str, tuple[tuple[type[BaseException], int], ...]] = {

@@ -261,8 +261,8 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
     visible), and the exit stays 0 for them."""
     if not (args.metrics or args.metrics_template):
         return None, False, None
-    from ..coverage import endpoint_address, unwatched, unwatched_sentence
-    from ..live import join_usage
+    from ..coverage import endpoint_address, unread_brokers, unwatched, unwatched_sentence
+    from ..live import hold, join_usage
     from ..spread import Reach
     from ..telemetry.scrape import redirect_note
     from ..telemetry.sweep import scrape_all
@@ -278,9 +278,28 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
     missing = unwatched(cluster.node_ids, series.brokers)
     for node in missing:
         err.write(f"{PROG}: {unwatched_sentence(node, failed_names)}\n")
-    # Which brokers the figures cover, for the per-broker view (quota_core.spread).
-    reach = Reach(tuple(series.brokers), tuple(failed_names) + tuple(missing))
-    return join_usage(series, quotas), bool(errors), reach
+    rows = join_usage(series, quotas)
+    if any(r.recent for r in rows):
+        # A bucket under 90 % of its quota with a throttle time: read the endpoints that
+        # answered once more, CONFIRM_S later, before calling it "throttled recently" (a
+        # throttled client's rate dips for a moment as the broker's window rolls over:
+        # quota_core.live.hold).
+        import time
+
+        from .. import live as _live
+
+        time.sleep(_live.CONFIRM_S)
+        answered = [e for e in metrics_endpoints(args.metrics, args.metrics_template, cluster)
+                    if e.url not in {endpoint.url for endpoint, _ in errors}]
+        again, _ = scrape_all(answered, args.timeout)
+        rows = hold(rows, join_usage(again, quotas))
+    # Which brokers the figures cover, for the per-broker view (quota_core.spread) and the
+    # verdict (quota_core.live.live_verdict): each broker not read once, by node id where
+    # known (quota_core.coverage.unread_brokers).
+    reach = Reach(tuple(series.brokers),
+                  unread_brokers(cluster.node_ids, series.brokers,
+                                 [(name, None) for name in failed_names]))
+    return rows, bool(errors), reach
 
 
 def run_throttled(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
@@ -507,9 +526,10 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError(f"--timeout {args.timeout:g}: give a number of seconds between 0 and "
                          f"3600.")
     read_only = args.describe or args.resolve or args.export or args.throttled
-    if args.sandbox and read_only and not Path(args.sandbox).exists():
-        raise UsageError(f"No sandbox file at {args.sandbox}: it is created by --alter, "
-                         f"--import or --init. Check the path.")
+    if args.sandbox and read_only:
+        from ..backends.open import require_sandbox_file
+
+        require_sandbox_file(args.sandbox)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,

@@ -189,7 +189,8 @@ def _num(value: float | None):
 
 def _broker_json(row: BucketUsage) -> dict:
     return {"broker": row.broker, "rate": _num(row.rate), "quota": _num(row.quota),
-            "utilisation": row.utilisation, "throttle_ms": row.throttle_ms, "bucket": row.bucket}
+            "utilisation": row.utilisation, "throttle_ms": row.throttle_ms, "bucket": row.bucket,
+            "throttled": row.throttled, "recent": row.recent}
 
 
 def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
@@ -201,20 +202,26 @@ def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
     from ..live import client_buckets
     from ..membership import Membership
 
+    from ..live import live_verdict, recent_verdict
+
     user, client_id = r.client.user or "", r.client.client_id or ""
     mine = [row for row in client_buckets(rows, user, client_id, quotas) if row.key == key]
-    doc = {"throttled": any(row.throttled for row in mine),
+    unread = list(reach.unread) if reach is not None else []
+    # The one rule (docs/interfaces.md, "Live verdicts"): null while a broker is not read.
+    doc = {"throttled": live_verdict(mine, unread), "recent": recent_verdict(mine),
+           "unread": unread,
            "brokers": [_broker_json(row) for row in sorted(mine, key=lambda x: x.broker)]}
     # What the spread sentence rests on: the brokers with traffic, the summed rate and the
     # ceiling (quota x brokers with traffic); each broker still judges on its own.
-    doc.update(_client_spread(r, key, mine, rows, reach).as_dict())
+    doc.update({k: v for k, v in _client_spread(r, key, mine, rows, reach).as_dict().items()
+                if k not in doc})
     if quotas is not None:
         from ..live import other_buckets
 
         u, c = Membership(quotas).tags(key, user, client_id)
         doc["bucket"] = {"user": u, "client-id": c}
         doc["other_buckets"] = [
-            {**_broker_json(row), "throttled": row.throttled, "level": row.level,
+            {**_broker_json(row), "level": row.level,
              "source": None if row.source is None else row.source.as_dict()}
             for row in sorted(other_buckets(rows, user, client_id, quotas),
                               key=lambda x: (x.user or "", x.client_id or "", x.broker))
@@ -283,14 +290,20 @@ def _client_header(r: Resolution, fmt: str = "text") -> str:
 
 
 def _live_text(key: str, row: BucketUsage) -> str:
-    throttle = (f"throttled {row.throttle_ms:,.0f} ms" if row.throttle_ms
+    throttle = ("throttled recently, not now (the broker's throttle-time average still "
+                f"holds {row.throttle_ms:,.0f} ms from earlier samples)" if row.recent
+                else f"throttled {row.throttle_ms:,.0f} ms" if row.throttle_ms
                 else "over quota" if row.over_quota else "not throttled")
     return f"  live {row.broker}: {against(key, row.rate, row.quota, row.utilisation)}, {throttle}"
 
 
 def window_json(window: QuotaWindow) -> dict:
-    """The quota window a verdict used: ``{"num": 11, "size_s": 1, "source": "…"}``."""
-    return {"num": window.samples, "size_s": window.sample_s, "source": window.source}
+    """The quota window a verdict used: ``{"num": 11, "size_s": 1, "source": "…",
+    "throttle_memory_s": 60}``; the last is ``metrics.num.samples`` ×
+    ``metrics.sample.window.ms``, how long the broker's throttle-time average keeps a throttle
+    (a verdict of ``"recent": true`` rests on it)."""
+    return {"num": window.samples, "size_s": window.sample_s, "source": window.source,
+            "throttle_memory_s": window.throttle_memory_ms / 1000}
 
 
 def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
@@ -331,6 +344,12 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
                     lines += [f"  live {b}: not read, its figures are unknown"
                               for b in sp.unread]
                     lines.append(f"  across brokers: {sp.sentence().text}")
+                elif reach is not None and reach.unread and kr.value is not None:
+                    # Nothing read shows the bucket, and a broker was not read: unknown
+                    # (quota_core.live.live_verdict), never "not throttled".
+                    lines.append(f"  live: no broker read reports this bucket; "
+                                 f"{', '.join(reach.unread)} not read: throttled or not "
+                                 f"is unknown")
                 if quotas is not None:
                     from ..live import other_buckets
 
@@ -392,7 +411,7 @@ def format_throttled(rows: Sequence[BucketUsage], fmt: str = "text",
                        "utilisation": r.utilisation, "throttle_ms": r.throttle_ms,
                        "level": r.level,
                        "source": None if r.source is None else r.source.as_dict(),
-                       "current": r.current,
+                       "current": r.current, "throttled": r.throttled, "recent": r.recent,
                        "spread": spreads[(r.quota_type, r.user, r.client_id)].as_dict()}
                       for r in rows])
     lines = []
@@ -400,7 +419,10 @@ def format_throttled(rows: Sequence[BucketUsage], fmt: str = "text",
         name = _plain_name if fmt == "plain" else sanitize
         tags = ", ".join(f"{t}={name(n)}" for t, n in r.bucket.items() if n is not None)
         figures = against(r.key, r.rate, r.quota, r.utilisation)
-        throttle = f"throttle {r.throttle_ms:,.0f} ms" if r.throttle_ms else "no throttle yet"
+        throttle = (f"throttled recently, not now (throttle-time {r.throttle_ms:,.0f} ms is "
+                    f"from earlier samples)" if r.recent
+                    else f"throttle {r.throttle_ms:,.0f} ms" if r.throttle_ms
+                    else "no throttle yet")
         where = ("no quota" if r.source is None
                  else f"{entity_text(r.source, fmt)} (level {r.level})")
         stale = "" if r.current else "; no client is in this bucket now (an old shape)"

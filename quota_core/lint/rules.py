@@ -17,6 +17,7 @@ from ..keys import CLIENT_KEYS
 from ..membership import UNNAMED
 from ..resolution import resolve_values
 from ..shadows import dead_keys
+from ..sizing import suggest_quota
 from ..throttle import estimate_throttle
 from ..units import format_exact, format_quota, format_rate
 from . import usage as U
@@ -313,8 +314,9 @@ def check_chronic(inp: LintInput) -> list[Finding]:
                     under.setdefault(own, []).append(r)
         hot = {e: rs for e, rs in under.items() if any(is_chronic(r) for r in rs)}
         if not _is_default(source) or len(hot) * 2 > len(under):
-            hint = U.sized(key, max(r.p99 for r in rows))
-            if current is not None and current >= hint:
+            need = suggest_quota(key, max(r.p99 for r in rows))
+            hint = U.sized(key, need)
+            if current is not None and current >= need:
                 continue  # throttled under an older, lower quota: raised since
             most = (f"; {len(hot)} of {_principals_text(source, len(under))} under "
                     f"{source.display()} {'is' if len(hot) == 1 else 'are'} throttled"
@@ -326,8 +328,8 @@ def check_chronic(inp: LintInput) -> list[Finding]:
                 {source: _with(inp.quotas, source, key, hint)}))
             continue
         # A few of many: an entry of their own each, the default left as it is.
-        own = {e: U.sized(key, max(r.p99 for r in rs)) for e, rs in hot.items()}
-        own = {e: v for e, v in own.items() if current is None or v > current}
+        needs = {e: suggest_quota(key, max(r.p99 for r in rs)) for e, rs in hot.items()}
+        own = {e: U.sized(key, v) for e, v in needs.items() if current is None or v > current}
         if not own:
             continue  # throttled under an older, lower default: it gives their p99 now
         ordered = sorted(own.items(), key=lambda kv: kv[0].sort_key())

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..keys import QUOTA_KEYS
 from ..live import KEY_OF_TYPE
+from ..sizing import suggest_quota
+from ..units import round_up_quota
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -77,17 +78,11 @@ def p99(rates) -> float:
 
 
 def sized(key: str, value: float) -> float:
-    """A quota to suggest for a measured rate: rounded *up* to three significant digits (a
-    smaller quota would not keep that rate under it), a whole number for whole-number keys:
-    10,848,520 B/s → 10,900,000; 131.697 % → 132."""
-    if not math.isfinite(value) or value <= 0:
-        return value
-    step = 10 ** (math.floor(math.log10(value)) - 2)
-    rounded = math.ceil(round(value / step, 6)) * step
-    spec = QUOTA_KEYS.get(key)
-    if spec is not None and spec.integral:
-        return float(math.ceil(rounded))
-    return float(f"{rounded:.3g}")
+    """The fix's quota for a largest per-bucket p99 rate: the one suggestion
+    (:func:`quota_core.sizing.suggest_quota`) with the one display rounding
+    (:func:`quota_core.units.round_up_quota`), as History shows it: 10,848,520 B/s →
+    10,905,191 (10.4 MiB/s); 131.697 % → 132."""
+    return round_up_quota(key, suggest_quota(key, value))
 
 
 def bucket_stats(usage: "pd.DataFrame") -> "pd.DataFrame":

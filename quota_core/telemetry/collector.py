@@ -6,7 +6,9 @@
 * every ``scrape_every`` seconds, one usage sample per bucket per endpoint
   (:mod:`quota_core.telemetry.schema` has the schema);
 * the quota set described every ``snapshot_every`` seconds, written when it changed (and once
-  at the start);
+  at the start), with the brokers' quota window (``settings``: each broker's
+  ``quota.window.num`` × ``quota.window.size.seconds``, read at the same time), so the
+  pipeline's throttle estimate uses the cluster's own window;
 * a broker or a cluster that does not answer is a gap and one log line when it goes down (and
   one when it is back), never a crash;
 * endpoints are isolated: in :meth:`Collector.run` each is scraped on a thread of its own,
@@ -31,7 +33,7 @@ from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
 from ..errors import BackendError, MetricsError, ParseError, QuotaError
-from .schema import snapshot_rows, usage_samples
+from .schema import snapshot_rows, usage_samples, window_rows
 from .sweep import scrape_endpoint
 
 __all__ = ["Endpoint", "parse_endpoints", "Collector", "CollectorStats"]
@@ -90,7 +92,8 @@ class Collector:
                  scrape: Callable[..., list], *, scrape_every: float = 10.0,
                  snapshot_every: float = 60.0, flush_every: float = 10.0,
                  status_every: float = 60.0, max_buffer: int = 200_000,
-                 log: Callable[[str], None] = print, timeout: float = 5.0) -> None:
+                 log: Callable[[str], None] = print, timeout: float = 5.0,
+                 settings: Callable[[], object] | None = None) -> None:
         self.endpoints, self.describe, self.sink, self.scrape = list(endpoints), describe, sink, scrape
         self.scrape_every, self.snapshot_every = scrape_every, snapshot_every
         self.flush_every, self.status_every = flush_every, status_every
@@ -100,6 +103,9 @@ class Collector:
         self._snapshots: list[dict] = []
         self._last_ok: dict[str, float] = {}
         self._last_quotas: dict | None = None
+        self.settings = settings
+        self._last_windows: list | None = None
+        self._settings_down = False
         self._cluster_down = False
 
     # -- one round -------------------------------------------------------------------------
@@ -139,9 +145,34 @@ class Collector:
         if self._cluster_down:
             self._cluster_down = False
             self.log("collect: the cluster answers again")
-        if quotas != self._last_quotas:
-            self._snapshots.extend(snapshot_rows(quotas, datetime.fromtimestamp(now, timezone.utc)))
+        ts = datetime.fromtimestamp(now, timezone.utc)
+        windows = self._windows(ts)
+        same_windows = windows is None or self._last_windows is not None and \
+            [r["value"] for r in windows] == [r["value"] for r in self._last_windows] and \
+            [r["entity"] for r in windows] == [r["entity"] for r in self._last_windows]
+        if quotas != self._last_quotas or not same_windows:
+            if windows is None and self._last_windows is not None:
+                windows = [dict(r, ts=ts) for r in self._last_windows]  # kept: not re-read
+            self._snapshots.extend(snapshot_rows(quotas, ts) + (windows or []))
             self._last_quotas = quotas
+            if windows is not None:
+                self._last_windows = windows
+
+    def _windows(self, ts: datetime) -> list[dict] | None:
+        """The brokers' quota windows as snapshot rows; None when not read (no ``settings``
+        given, or the brokers did not answer: the last ones are kept)."""
+        if self.settings is None:
+            return None
+        try:
+            rows = window_rows(self.settings(), ts)
+        except QuotaError as exc:
+            if not self._settings_down:
+                self._settings_down = True
+                self.log(f"collect: cannot read the brokers' quota window, keeping the last "
+                         f"one: {exc}")
+            return None
+        self._settings_down = False
+        return rows
 
     def flush(self) -> bool:
         """Write what is buffered; True when the sink took it all."""

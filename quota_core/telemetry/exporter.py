@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector as _PromCollector
 
 from ..entities import CLIENT_ID, DEFAULT_TEXT, IP, USER, Entity, sanitize
-from ..errors import BackendError, ParseError, QuotaError
+from ..errors import ParseError, QuotaError
 from ..live import BucketUsage, join_usage
 
 __all__ = ["BUCKET_LABELS", "ENTRY_LABELS", "UNIT_OF_KEY", "Health", "QuotaExporter",
@@ -257,44 +258,82 @@ class QuotaExporter(_PromCollector):
             self.log(f"serve-metrics: {line}")
 
 
+#: One label of a host name (RFC 1123): ASCII letters, digits and hyphens, 1 to 63 of them,
+#: neither first nor last a hyphen. ``re.ASCII``: ``\w``-like classes never take "²" or "０".
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
+#: An IPv6 zone (``[fe80::1%eth0]``): an interface name or number, nothing else.
+_ZONE = re.compile(r"[A-Za-z0-9_.-]{1,64}", re.ASCII)
+_LISTEN_FIX = ("give HOST:PORT, e.g. 127.0.0.1:9464 (or [::1]:9464; a port alone listens on "
+               "127.0.0.1)")
+_HOST_RULE = ("a host is a name of dot-separated labels of 1 to 63 ASCII letters, digits or "
+              "hyphens (253 characters at most), an IPv4 address, or an IPv6 address in "
+              "brackets")
+
+
+def _host_problem(host: str, bracketed: bool) -> str | None:
+    """Why ``host`` is not a host to listen on (None: it is one). Pure: no DNS lookup, so a
+    malformed name never reaches a resolver."""
+    if bracketed:
+        address, _, zone = host.partition("%")
+        if "%" in host and not _ZONE.fullmatch(zone):
+            return "its IPv6 zone (after %) is not an interface name"
+        try:
+            ipaddress.IPv6Address(address)
+        except ValueError:
+            return "it is not an IPv6 address"
+        return None
+    if ":" in host:
+        return "an IPv6 address goes in brackets"
+    name = host[:-1] if host.endswith(".") else host  # one trailing dot: a rooted name
+    labels = name.split(".")
+    if labels[-1].isascii() and labels[-1].isdigit():  # 1.2.3 or 999.1.1.1: an address or nothing
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return "it is not an IPv4 address"
+        return None
+    if len(name) > 253:
+        return f"it is {len(name)} characters long"
+    for label in labels:
+        if not label:
+            return "it has an empty label, from two dots in a row or a leading dot"
+        if len(label) > 63:
+            return f"a label is {len(label)} characters long"
+        if not _LABEL.fullmatch(label):
+            return ("it holds a character other than an ASCII letter, digit, hyphen or dot, "
+                    "or a label starts or ends with a hyphen")
+    return None
+
+
 def parse_listen(text: str, flag: str = "--listen") -> tuple[str, int]:
     """``HOST:PORT``, ``[V6]:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1; port 0: any free
-    one). Any host is taken (0.0.0.0 too: the user's choice), only a malformed one is a
-    :class:`ParseError`."""
+    one). Any well-formed host is taken (0.0.0.0 too: the user's choice). Strict, and without
+    a lookup: the port is ASCII digits (``²``, ``٠`` or a full-width ``０`` are not digits
+    here), the host an RFC 1123 name, an IPv4 address or a bracketed IPv6 address. Anything
+    else is a :class:`ParseError` naming the value, the rule and the fix."""
     value = text.strip()
     host, sep, port = value.rpartition(":")
     if not sep:
         host, port = "", value
-    bad = ":" in host and not (host.startswith("[") and host.endswith("]"))
-    if host.startswith("[") and host.endswith("]"):
+    if not (port.isascii() and port.isdigit() and len(port) <= 5 and int(port) < 65536):
+        raise ParseError(f"{flag} {text!r}: the port must be a number from 0 to 65535 in "
+                         f"ASCII digits; {_LISTEN_FIX}.", value=text)
+    bracketed = host.startswith("[") and host.endswith("]") and len(host) >= 2
+    if bracketed:
         host = host[1:-1]
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            bad = True
-    fix = ("give HOST:PORT, e.g. 127.0.0.1:9464 (or [::1]:9464; a port alone listens on "
-           "127.0.0.1)")
-    if not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ParseError(f"{flag} {text!r}: the port must be a number from 0 to 65535; {fix}.",
-                         value=text)
-    if bad or any(c.isspace() or c in "/?#@[]" for c in host):
-        raise ParseError(f"{flag} {text!r}: {host!r} is not a host name or address; {fix}.",
-                         value=text)
+    problem = _host_problem(host, bracketed) if host or bracketed else None
+    if problem:
+        raise ParseError(f"{flag} {text!r}: {host!r} is not a host name or address ({problem}): "
+                         f"{_HOST_RULE}; {_LISTEN_FIX}.", value=text)
     return host or DEFAULT_LISTEN[0], int(port)
 
 
-def serve(exporter: QuotaExporter, host: str, port: int):
+def serve(exporter: QuotaExporter, host: str, port: int, **options):
     """Serve ``exporter`` on ``host:port`` (``/metrics``) on a daemon thread; returns the HTTP
-    server (``.shutdown()`` stops it; ``.server_address`` is where it listens). An address that
-    cannot be bound is a :class:`BackendError` naming it."""
-    from prometheus_client import CollectorRegistry, start_http_server
+    server (``.shutdown()`` stops it; ``.server_address`` is where it listens). One scrape
+    serves the requests of the next few seconds, each connection is timed out
+    (:mod:`quota_core.telemetry.serving`). An address that cannot be bound is a
+    :class:`BackendError` naming it."""
+    from .serving import serve as serve_scrapes
 
-    registry = CollectorRegistry()
-    registry.register(exporter)
-    try:
-        server, _thread = start_http_server(port, addr=host, registry=registry)
-    except OSError as exc:
-        raise BackendError(f"Cannot listen on {host}:{port} ({exc.strerror or exc}): give "
-                           f"another address (HOST:PORT), or stop what holds it.",
-                           listen=f"{host}:{port}") from None
-    return server
+    return serve_scrapes(exporter.scrape, host, port, **options)

@@ -21,19 +21,29 @@ interval_s     double     the seconds this sample stands for
 **Quota snapshots**, the whole quota set at a time: one row per (entity, key) sharing ``ts``;
 ``entity`` is :func:`~quota_core.entities.entity_to_json`'s JSON text (raw names, null for
 the default); an empty quota set is one row whose entity, key and value are null.
+
+**The quota window** travels in the same snapshot, as rows whose ``key`` is
+``quota.window.num`` or ``quota.window.size.seconds`` and whose ``entity`` is
+``{"broker":"<node id>"}`` (that broker's own settings) or ``{"broker":null}`` (the window
+most brokers have: the one the CLI's arithmetic uses). The pipeline's throttle estimate
+takes each sample's broker's window from them (:func:`windows_from_rows`); snapshots written
+before they existed carry none, and the estimate then uses Kafka's defaults and says so.
 """
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
+from ..brokers import WINDOW_NUM, WINDOW_SIZE, ClusterSettings
 from ..entities import Entity, entity_from_json, entity_to_json
 from ..live import KEY_OF_TYPE, Series, finite, gather
+from ..throttle import DEFAULT_WINDOW, QuotaWindow
 
-__all__ = ["USAGE_COLUMNS", "SNAPSHOT_COLUMNS", "usage_samples", "snapshot_rows",
-           "snapshots_to_quotas", "topic_value", "from_topic_value", "iso_utc"]
+__all__ = ["USAGE_COLUMNS", "SNAPSHOT_COLUMNS", "WINDOW_KEYS", "usage_samples", "snapshot_rows",
+           "window_rows", "is_window_row", "SnapshotWindows", "windows_from_rows", "snapshots_to_quotas", "topic_value", "from_topic_value", "iso_utc"]
 
 USAGE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ts", "timestamp"), ("broker", "string"), ("quota_type", "string"), ("user", "string"),
@@ -66,13 +76,100 @@ def snapshot_rows(quotas: Mapping[Entity, Mapping[str, float]], ts: datetime
     return rows or [{"ts": ts, "entity": None, "key": None, "value": None}]
 
 
+#: The snapshot keys that carry the quota window (broker settings, not quotas).
+WINDOW_KEYS: tuple[str, str] = (WINDOW_NUM, WINDOW_SIZE)
+
+
+def _broker_text(broker: str | None) -> str:
+    return json.dumps({"broker": broker}, ensure_ascii=False, separators=(",", ":"))
+
+
+def window_rows(settings: ClusterSettings, ts: datetime) -> list[dict[str, Any]]:
+    """The brokers' quota windows as snapshot rows: one pair per broker read, and the pair of
+    the window most brokers have (``{"broker":null}``)."""
+    def pair(broker: str | None, window: QuotaWindow) -> list[dict[str, Any]]:
+        return [{"ts": ts, "entity": _broker_text(broker), "key": WINDOW_NUM,
+                 "value": float(window.samples)},
+                {"ts": ts, "entity": _broker_text(broker), "key": WINDOW_SIZE,
+                 "value": float(window.sample_s)}]
+
+    rows = pair(None, settings.window())
+    for broker in sorted(settings.read, key=lambda b: b.node_id):
+        rows += pair(broker.node_id, broker.window())
+    return rows
+
+
+def is_window_row(row: Mapping[str, Any]) -> bool:
+    return row.get("key") in WINDOW_KEYS
+
+
+@dataclass(frozen=True)
+class SnapshotWindows:
+    """The quota windows a snapshot carried: ``cluster`` (the one most brokers have) and each
+    broker's own (by node id). ``carried`` is False for snapshots written before the window
+    travelled with them: then every window is Kafka's defaults, and :meth:`text` says so."""
+
+    cluster: QuotaWindow = DEFAULT_WINDOW
+    brokers: Mapping[str, QuotaWindow] = field(default_factory=dict)
+    carried: bool = False
+    #: Why there is none, when not ``carried``.
+    missing: str = ("the quota snapshots carry no quota window (written before the collector "
+                    "recorded it)")
+
+    def of(self, broker: str | None) -> QuotaWindow:
+        """The window of the broker a sample came from (its label is its node id when the
+        endpoint exports it); the cluster's for any other label."""
+        return self.brokers.get(broker, self.cluster) if broker is not None else self.cluster
+
+    def text(self) -> str:
+        if not self.carried:
+            return (f"quota window {DEFAULT_WINDOW.samples} × {DEFAULT_WINDOW.sample_s} s, "
+                    f"Kafka's defaults: {self.missing}")
+        differ = [f"broker {b} {w.samples} × {w.sample_s} s"
+                  for b, w in sorted(self.brokers.items())
+                  if (w.samples, w.sample_s) != (self.cluster.samples, self.cluster.sample_s)]
+        return (f"quota window {self.cluster.samples} × {self.cluster.sample_s} s, from the "
+                f"quota snapshots" + (f" ({', '.join(differ)})" if differ else ""))
+
+
+def windows_from_rows(rows: Iterable[Mapping[str, Any]]) -> SnapshotWindows:
+    """The windows of the latest snapshot that carried any (rows of other keys are ignored);
+    a pair that is incomplete or not a positive whole number is Kafka's default for it."""
+    latest: Any = None
+    found: dict[str | None, dict[str, float]] = {}
+    for row in rows:
+        if not is_window_row(row) or row.get("value") is None:
+            continue
+        if latest is None or row["ts"] > latest:
+            latest, found = row["ts"], {}
+        if row["ts"] == latest:
+            try:
+                broker = json.loads(row["entity"]).get("broker")
+            except (TypeError, ValueError, AttributeError):
+                continue
+            found.setdefault(broker, {})[row["key"]] = row["value"]
+    if latest is None:
+        return SnapshotWindows()
+
+    def window(values: Mapping[str, float], source: str) -> QuotaWindow:
+        num, size = values.get(WINDOW_NUM), values.get(WINDOW_SIZE)
+        if not all(isinstance(v, (int, float)) and v == v and v >= 1 and float(v).is_integer()
+                   for v in (num, size)):
+            return QuotaWindow(source=f"Kafka's defaults: {source} carried no usable window")
+        return QuotaWindow(int(num), int(size), source)
+
+    cluster = window(found.pop(None, {}), "the quota snapshots")
+    return SnapshotWindows(cluster, {b: window(v, f"broker {b}") for b, v in found.items()},
+                           True)
+
+
 def snapshots_to_quotas(rows: Iterable[Mapping[str, Any]]
                         ) -> dict[Any, dict[Entity, dict[str, float]]]:
-    """Snapshot rows back to quota sets, one per ``ts``."""
+    """Snapshot rows back to quota sets, one per ``ts`` (the quota window's rows apart)."""
     out: dict[Any, dict[Entity, dict[str, float]]] = {}
     for row in rows:
         quotas = out.setdefault(row["ts"], {})
-        if row.get("entity") is None:
+        if row.get("entity") is None or is_window_row(row):
             continue
         value = row["value"]
         quotas.setdefault(entity_from_json(row["entity"]), {})[row["key"]] = \

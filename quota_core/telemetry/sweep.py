@@ -23,6 +23,10 @@ class Swept(list):
     def __init__(self) -> None:
         super().__init__()
         self.brokers: list[str] = []
+        #: URL → the broker's node id, for each endpoint that answered with one (and has no
+        #: label of the user's): a feed remembers it to name the broker once it stops
+        #: answering (quota_core.coverage.unread_brokers).
+        self.node_of: dict[str, str] = {}
 
 
 class _Endpoint(Protocol):  # telemetry.collector.Endpoint
@@ -64,5 +68,8 @@ def scrape_all(endpoints: Sequence[_Endpoint], timeout: float,
                 on_error(endpoint, answer)
         else:
             series.extend(answer)
-            series.brokers.append(getattr(answer, "node_id", None) or endpoint.label)
+            node = getattr(answer, "node_id", None)
+            series.brokers.append(node or endpoint.label)
+            if node and not endpoint.named:
+                series.node_of[endpoint.url] = node
     return series, errors
