@@ -74,8 +74,10 @@ def main() -> int:
                 try:
                     page = browser.new_page(viewport={"width": 1400, "height": 1000})
                     page.goto(f"{url}/resolve?user=alice&client_id=checkout-api")
-                    page.wait_for_timeout(500)
-                    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
+                    # the whole page drawn: the run finished, no placeholder left, the cards there
+                    expect(page.get_by_text("8 MiB/s").first).to_be_visible(timeout=60_000)
+                    for test_id in ("stStatusWidget", "stSkeleton"):
+                        expect(page.get_by_test_id(test_id)).to_have_count(0, timeout=60_000)
                     page.wait_for_timeout(1500)
                     page.screenshot(path=args.out)
                 finally:
