@@ -51,7 +51,7 @@ run: jars
 
 ## The whole suite: unit tables, the real broker, the real browser, real Spark.
 test: $(STAMP) chromium prometheus jars
-	@$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
+	@$(PY) -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
 
 ## The long fault runs (not part of `make test`, which keeps one short case of each): 100 kills
 ## mid-apply, 50 rounds of two concurrent applies, a broker killed mid-apply, and the input

@@ -27,7 +27,7 @@ from quota_core.keys import QUOTA_KEYS, keys_for
 from quota_core.wording import clients_moved, inherited, plural, quota_before, verb
 from quota_core.changes.workflow import apply_change, preview
 from ui.render import KEY_ORDER, editable_text, exact_text, traffic_rows
-from ui.spread import show_traffic_spreads
+from ui.spread import preview_unread, show_traffic_spreads
 from ui.history import WHAT_IF_COLUMNS, places as history_places, windows as history_windows
 from ui.live import feed
 from ui.context import context, secrets_dict
@@ -382,6 +382,9 @@ with st.container(border=True):
                     f"throttled, {sum(c.verdict == 'freed' for c in moved)} freed.")
         st.dataframe(traffic_rows(pv.traffic), hide_index=True)
         show_traffic_spreads(pv.traffic)
+    else:
+        # No traffic seen on the brokers read is not "no traffic": name the brokers not read.
+        preview_unread()
 
 conflict = ss.get("ed_conflict")
 if conflict is not None:

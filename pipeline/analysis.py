@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .columns import estimated_throttle_ms, over_quota, suggested_quota, utilisation
+from . import sketches
+from .columns import (array_percentile, estimated_throttle_ms, over_quota, suggested_quota,
+                      utilisation)
 from .resolve import attach_quotas, bucket_hash, distinct_over
 from .snapshots import QuotaVersions
 
@@ -104,20 +106,6 @@ def bucket_names(buckets: "pd.DataFrame", table: "pd.DataFrame") -> "pd.DataFram
     return pd.concat([unknown, resolved], ignore_index=True)
 
 
-def _percentile(sorted_values: "Column", p: float) -> "Column":
-    """Spark's exact ``percentile`` (linear between the closest ranks, the lower value when
-    both are equal) of an ascending array; null when it is empty."""
-    from pyspark.sql import functions as F
-
-    n = F.size(sorted_values)
-    position = (n - 1).cast("double") * F.lit(p)
-    lower, higher = F.floor(position), F.ceil(position)
-    low = F.get(sorted_values, lower.cast("int"))
-    high = F.get(sorted_values, higher.cast("int"))
-    between = (higher - position) * low + (position - lower) * high
-    return F.when(n > 0, F.when(low == high, low).otherwise(between))
-
-
 def _sketched(levels: "DataFrame") -> bool:
     """Whether ``levels`` carries its rates as KLL sketches (rollups) or sorted arrays."""
     from pyspark.sql.types import BinaryType
@@ -126,9 +114,7 @@ def _sketched(levels: "DataFrame") -> bool:
 
 
 def _rate_percentile(levels: "DataFrame", rates: "Column", p: float) -> "Column":
-    from . import sketches
-
-    return sketches.percentile(rates, p) if _sketched(levels) else _percentile(rates, p)
+    return sketches.percentile(rates, p) if _sketched(levels) else array_percentile(rates, p)
 
 
 def per_level(win: "DataFrame", bucket: "Column", names: "DataFrame") -> "DataFrame":
@@ -171,8 +157,6 @@ def per_level(win: "DataFrame", bucket: "Column", names: "DataFrame") -> "DataFr
 def by_client(levels: "DataFrame") -> "DataFrame":
     """From :func:`per_level` or pipeline.rollups.levels."""
     from pyspark.sql import functions as F
-
-    from . import sketches
 
     # A bucket's rates are its levels' rates merged (sorted arrays: mostly one level, already
     # sorted; or sketches).

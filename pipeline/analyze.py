@@ -40,6 +40,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit pipeline/analyze.py
     __package__ = "pipeline"  # noqa: A001 - lets the relative imports below work
 
 from quota_core.backends.open import NumberAction  # noqa: E402
+from quota_core.cli.edge import one_line, run_command  # noqa: E402
 from quota_core.cli.signals import restore_signals, stop_on_signals  # noqa: E402
 from quota_core.errors import ParseError, QuotaError  # noqa: E402
 
@@ -180,8 +181,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(raw_argv: list[str], stack: ExitStack) -> int:
-    from quota_core.telemetry.folder_lock import holding_all
-
     args = parse_args(raw_argv)
     # pyspark 4.2 warns on every pandas conversion that pandas 3 is not fully supported; what
     # the job uses works (tests/test_pipeline_*), so say it once in the docs, not per call.
@@ -192,38 +191,40 @@ def _main(raw_argv: list[str], stack: ExitStack) -> int:
     def progress(line: str) -> None:
         print(f"[{time.monotonic() - started:6.1f}s] {line}", file=sys.stderr, flush=True)
 
+    # the CLI's one edge: ParseError (a malformed or unreadable input the user named) 2, any
+    # other error of the tree 1 (quota_core.cli.exits.EXIT_CODES["analyze"]), "error: ..."
+    return run_command("analyze", lambda: _analyse(args, raw_argv, stack, progress),
+                       sys.stderr, one_line(None, error_for=(QuotaError,)))
+
+
+def _analyse(args: argparse.Namespace, raw_argv: list[str], stack: ExitStack, progress) -> int:
+    from quota_core.telemetry.folder_lock import holding_all
+
     from .job import run
     from .readers import TimeRange
     from .session import get_session
 
-    try:
-        quotas = _load_set(args.quotas) if args.quotas else None
-        what_if = _load_set(args.what_if) if args.what_if else None
-        _check_usage_folder(args.usage)
-        rollups = rollups_dir(args)
-        _check_files(args, rollups, quotas is None)
-        client = _kafka_client(args)
-        # one writer per folder, held until the job ends (--follow included): a second job
-        # on the same --out or rollups stops here, naming the one that holds it
-        stack.enter_context(holding_all(_written(args, rollups), ["analyze", *raw_argv]))
-        progress("starting Spark")
-        spark = get_session(conf=QUIET, with_kafka=args.usage.startswith("kafka:"))
-        when = TimeRange(args.start, args.end)
+    quotas = _load_set(args.quotas) if args.quotas else None
+    what_if = _load_set(args.what_if) if args.what_if else None
+    _check_usage_folder(args.usage)
+    rollups = rollups_dir(args)
+    _check_files(args, rollups, quotas is None)
+    client = _kafka_client(args)
+    # one writer per folder, held until the job ends (--follow included): a second job
+    # on the same --out or rollups stops here, naming the one that holds it
+    stack.enter_context(holding_all(_written(args, rollups), ["analyze", *raw_argv]))
+    progress("starting Spark")
+    spark = get_session(conf=QUIET, with_kafka=args.usage.startswith("kafka:"))
+    when = TimeRange(args.start, args.end)
 
-        def analyse(overwrite: bool, update: bool = True) -> Path:
-            return run(spark, args.usage, args.out, when, quotas, what_if,
-                       args.kafka_bootstrap, overwrite, progress, kafka_client=client,
-                       windows=args.windows, rollups_dir=rollups, update=update)
+    def analyse(overwrite: bool, update: bool = True) -> Path:
+        return run(spark, args.usage, args.out, when, quotas, what_if,
+                   args.kafka_bootstrap, overwrite, progress, kafka_client=client,
+                   windows=args.windows, rollups_dir=rollups, update=update)
 
-        if args.follow:
-            return _follow(spark, args, rollups, quotas, analyse, progress)
-        out = analyse(args.overwrite, rollups)
-    except ParseError as exc:  # a malformed or unreadable input the user named
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except QuotaError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    if args.follow:
+        return _follow(spark, args, rollups, quotas, analyse, progress)
+    out = analyse(args.overwrite, rollups)
     progress(f"done: {out}")
     return 0
 

@@ -1,4 +1,5 @@
-"""Per-sample columns derived from rate and quota, as native Spark expressions.
+"""Per-sample columns derived from rate and quota, as native Spark expressions (and the one
+percentile of a sorted array, :func:`array_percentile`).
 
 The throttle estimate is quota_core.throttle's arithmetic written as a column: Kafka's
 ``Math.round((rate - quota) / quota * window_ms)`` (half up), with the window and the per-key
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quota_core.telemetry.schema import SnapshotWindows
 
 __all__ = ["throttle_caps", "over_quota", "utilisation", "estimated_throttle_ms",
-           "integral_keys", "suggested_quota"]
+           "integral_keys", "suggested_quota", "array_percentile"]
 
 
 def throttle_caps() -> dict[str, float | None]:
@@ -98,3 +99,19 @@ def estimated_throttle_ms(rate: "Column", quota: "Column", key: "Column",
             .otherwise(raw)
     est = F.when(over_quota(rate, quota), F.greatest(capped, F.lit(0))).otherwise(F.lit(0))
     return F.when(level.isNull(), F.lit(None)).otherwise(est).cast("long")
+
+
+def array_percentile(sorted_values: "Column", p: float) -> "Column":
+    """Spark's exact ``percentile`` (linear between the closest ranks, the lower value when
+    both are equal) of an ascending array; null when it is empty. The one definition: the
+    analysis applies it to sorted rate arrays, :mod:`pipeline.sketches` to a small sketch's
+    values read back in order."""
+    from pyspark.sql import functions as F
+
+    n = F.size(sorted_values)
+    position = (n - 1).cast("double") * F.lit(p)
+    lower, higher = F.floor(position), F.ceil(position)
+    low = F.get(sorted_values, lower.cast("int"))
+    high = F.get(sorted_values, higher.cast("int"))
+    between = (higher - position) * low + (position - lower) * high
+    return F.when(n > 0, F.when(low == high, low).otherwise(between))

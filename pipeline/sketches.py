@@ -6,7 +6,7 @@ hours to answer any range. Percentiles from a merged sketch follow two rules:
 * a sketch that still holds every value (``n <= K``: KLL keeps all of them until its first
   compaction) gives **exactly** Spark's ``percentile`` (linear between the closest ranks),
   bit for bit: its values are read back in order (:func:`sorted_values`) and
-  :func:`pipeline.analysis._percentile` is applied to them;
+  :func:`pipeline.columns.array_percentile` is applied to them;
 * a larger one gives ``kll_sketch_get_quantile_double(sketch, p)``, whose *rank* is within
   :data:`RANK_ERROR` of ``p`` (99 % confidence; DataSketches' bound for a single quantile,
   ``2.296 / K**0.9723``): the p99 of 1M samples is a value whose rank is between 0.9767 and
@@ -26,6 +26,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from quota_core.rate_sketch import K, RANK_ERROR  # one definition (the pages read them too)
+
+from .columns import array_percentile
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column
@@ -78,10 +80,8 @@ def percentile(sketch: "Column", p: float) -> "Column":
     rank ``p`` (within :data:`RANK_ERROR`); null for an empty sketch."""
     from pyspark.sql import functions as F
 
-    from .analysis import _percentile
-
     n = count(sketch)
-    return (F.when((n > 0) & (n <= K), _percentile(sorted_values(sketch), p))
+    return (F.when((n > 0) & (n <= K), array_percentile(sorted_values(sketch), p))
             .when(n > K, F.kll_sketch_get_quantile_double(sketch, F.lit(p))))
 
 

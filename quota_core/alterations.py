@@ -6,7 +6,8 @@ from functools import cached_property
 from typing import Iterable, Mapping
 
 from .entities import Entity
-from .keys import same_value
+from .errors import AlterationError
+from .keys import same_value, too_large_message
 
 __all__ = ["Op", "Alteration", "EntityResult", "AlterOutcome", "apply_ops", "diff_alteration"]
 
@@ -23,9 +24,6 @@ class Op:
         try:
             return cls(key, float(value))
         except OverflowError:  # an integer beyond a double's range (10**400, from a file)
-            from .errors import AlterationError
-            from .validation import too_large_message
-
             try:
                 text = str(value)
             except ValueError:  # more digits than Python will print

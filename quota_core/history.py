@@ -79,7 +79,7 @@ def throttled_by_broker(samples: "pd.DataFrame") -> str:
     """One bucket's samples (``broker``, ``interval_s``, ``over_quota``) in one sentence:
     ``Throttled on broker 2 for 3 h; never on brokers 1 and 3 (each broker enforces on its
     own).``"""
-    from .spread import broker_order, brokers_text
+    from .live import broker_order, brokers_text
 
     if samples.empty:
         return "No samples recorded."

@@ -21,6 +21,7 @@ __all__ = [
     "json_number",
     "same_value",
     "NON_FINITE",
+    "too_large_message",
 ]
 
 LONG_MAX = 2**63 - 1
@@ -110,3 +111,15 @@ def same_value(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
     return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def too_large_message(key: str, text: str) -> str:
+    """``text`` names a number beyond a double's range (``1e400``): too large, not infinity."""
+    spec = QUOTA_KEYS.get(key)
+    shown = text if len(text) <= 24 else f"{text[:12]}… ({len(text)} characters)"
+    if spec is not None and spec.value_type in ("long", "int"):
+        limit = (f"for {'a LONG' if spec.value_type == 'long' else 'an INT'} (at most "
+                 f"{spec.max_value})")
+    else:
+        limit = "for any quota (beyond a double's range, about 1.8e308)"
+    return f"{key}={shown}: that number is too large {limit}. Give a smaller value."

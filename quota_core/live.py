@@ -33,7 +33,8 @@ from .throttle import estimate_throttle, mutation_throttle_ms
 __all__ = ["QUOTA_TYPES", "KEY_OF_TYPE", "NOW_SHARE", "CONFIRM_S", "BucketUsage", "live_verdict",
            "recent_verdict", "hold", "finite", "gather", "join_usage",
            "throttled_rows", "client_buckets", "other_buckets", "clients_seen",
-           "TrafficChange", "traffic_impact", "broker_name"]
+           "TrafficChange", "traffic_impact", "broker_name", "broker_order",
+           "brokers_text"]
 
 #: Quota types as the collector and the pipeline name them, with the key each is limited by.
 KEY_OF_TYPE: dict[str, str] = {
@@ -221,6 +222,22 @@ def recent_verdict(figures: Iterable) -> bool:
     figures = list(figures)
     return not any(f.throttled for f in figures) and any(getattr(f, "recent", False)
                                                          for f in figures)
+
+
+def broker_order(label: str) -> tuple:
+    """Sort key: node ids numerically ("2" before "10"), then other labels (host:port, a
+    user's LABEL) as text."""
+    return (0, int(label), "") if label.isdigit() else (1, 0, label)
+
+
+def brokers_text(labels: Iterable[str]) -> str:
+    """``broker 2``, ``brokers 1 and 3``, ``brokers 1, 2 and 3``."""
+    names = sorted(dict.fromkeys(labels), key=broker_order)
+    if not names:
+        return "no broker"
+    if len(names) == 1:
+        return f"broker {names[0]}"
+    return f"brokers {', '.join(names[:-1])} and {names[-1]}"
 
 
 def broker_name(label: str) -> str:

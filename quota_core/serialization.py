@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from .alterations import Alteration, diff_alteration
 from .entities import QuotaSet
 from .entities import Entity
-from .keys import NON_FINITE, json_number, keys_for
+from .keys import NON_FINITE, json_number, keys_for, too_large_message
 from .errors import ParseError, ValidationError
 
 __all__ = ["FORMAT", "MAX_DEPTH", "MAX_CHARS", "YAML_MAX_CHARS", "to_document",
@@ -208,8 +208,6 @@ def _json_float(text: str) -> float:
 
 def _number(value: float | int, key: str, where: str) -> float:
     """A quota value from a file as a float; a number too large for a double is refused."""
-    from .validation import too_large_message
-
     try:
         number = float(value)
     except OverflowError:  # an integer with 309 digits or more

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from .live import broker_order, brokers_text
 from .story import Sentence
 from .units import format_quota, format_rate
 
@@ -43,22 +44,6 @@ class Reach:
 
     read: tuple[str, ...] = ()
     unread: tuple[str, ...] = ()
-
-
-def broker_order(label: str) -> tuple:
-    """Sort key: node ids numerically ("2" before "10"), then other labels (host:port, a
-    user's LABEL) as text."""
-    return (0, int(label), "") if label.isdigit() else (1, 0, label)
-
-
-def brokers_text(labels: Iterable[str]) -> str:
-    """``broker 2``, ``brokers 1 and 3``, ``brokers 1, 2 and 3``."""
-    names = sorted(dict.fromkeys(labels), key=broker_order)
-    if not names:
-        return "no broker"
-    if len(names) == 1:
-        return f"broker {names[0]}"
-    return f"brokers {', '.join(names[:-1])} and {names[-1]}"
 
 
 def _verb(labels, one: str, many: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .entities import Entity
-from .live import broker_name
+from .live import broker_name, brokers_text
 from .membership import Tags
 from .units import format_quota, format_rate
 from .verdict import BrokerFigure, KeyVerdict, tags_entity
@@ -82,8 +82,6 @@ def _client(v: KeyVerdict) -> str:
 
 
 def _unread(v: KeyVerdict) -> str:
-    from .spread import brokers_text
-
     names = brokers_text(v.unread)
     return (f"{names[0].upper()}{names[1:]} could not be read: whether it is throttled there "
             f"is unknown.")

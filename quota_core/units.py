@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 import re
 
-from .errors import ParseError
-from .keys import QUOTA_KEYS, format_value
+from .errors import AlterationError, ParseError
+from .keys import QUOTA_KEYS, format_value, too_large_message
 
 __all__ = ["parse_byte_rate", "parse_quota_value", "format_bytes", "format_quota",
            "format_exact", "format_editable", "format_rate", "round_up_quota"]
@@ -60,9 +60,6 @@ def parse_quota_value(key: str, text: str) -> float:
                              f"as 50 or 12.5.", key=key) from None
     if math.isinf(value) and text.strip().lower().lstrip("+-") not in ("inf", "infinity"):
         # 1e400 overflows to infinity: say it is too large, as for 1e30 (exit 1, refused).
-        from .errors import AlterationError
-        from .validation import too_large_message
-
         if value < 0:
             raise AlterationError(f"{key}={text.strip()}: a quota must be greater than 0. To "
                                   f"make it unlimited, delete the key (--delete {key}).", key=key)

@@ -17,7 +17,7 @@ from .alterations import Alteration
 from .entities import IP, Entity
 from .errors import AlterationError, Problem
 from .java_text import _hashmap_order, _java_hash
-from .keys import QUOTA_KEYS, keys_for
+from .keys import QUOTA_KEYS, keys_for, too_large_message
 
 __all__ = [
     "alteration_problems",
@@ -100,18 +100,6 @@ def client_name_problems(user: str, client_id: str, ip: str = "") -> list[str]:
         problems.append(f"{user!r} is a principal as ACLs write it; quotas use the name alone. "
                         f"Did you mean {user[len('User:'):]!r}?")
     return problems
-
-
-def too_large_message(key: str, text: str) -> str:
-    """``text`` names a number beyond a double's range (``1e400``): too large, not infinity."""
-    spec = QUOTA_KEYS.get(key)
-    shown = text if len(text) <= 24 else f"{text[:12]}… ({len(text)} characters)"
-    if spec is not None and spec.value_type in ("long", "int"):
-        limit = (f"for {'a LONG' if spec.value_type == 'long' else 'an INT'} (at most "
-                 f"{spec.max_value})")
-    else:
-        limit = "for any quota (beyond a double's range, about 1.8e308)"
-    return f"{key}={shown}: that number is too large {limit}. Give a smaller value."
 
 
 def _value_problem(entity: Entity, key: str, value: float,

@@ -32,6 +32,9 @@ def test_import_contracts_hold():
     ("quota_core/ladder.py", "import pipeline.columns", "pipeline-uses-core"),
     ("quota_core/backends/sandbox.py", "from quota_core.changes import audit",
      "adapters-below-changes"),
+    ("quota_core/telemetry/schema.py", "from quota_core.lint import rules",
+     "adapters-below-changes"),
+    ("pipeline/columns.py", "import streamlit", "pipeline-below-pages"),
 ])
 def test_each_contract_fails_when_an_import_breaks_it(tmp_path, path, line, contract):
     for folder in ("quota_core", "ui", "pages", "pipeline"):
@@ -62,3 +65,91 @@ def test_the_core_names_no_pipeline_module_and_analyze_is_registered_by_the_pipe
     from pipeline.analyze import cli_main
 
     assert analyze.load() is cli_main
+
+
+# --- every module belongs to a contract -------------------------------------------------------
+#: Root packages whose modules are layered among themselves: a contract must place each module
+#: below the package (naming ``quota_core`` as a whole, as pages-ui-core does, says nothing
+#: about what ``quota_core.history_rollups`` may import).
+LAYERED_INSIDE = ("quota_core",)
+
+
+def _config() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "importlinter"]
+
+
+def placed_by(contract: dict) -> set[str]:
+    """The modules (with their descendants) a contract places, i.e. constrains what they
+    import: a forbidden contract's source modules, a layers contract's layers (in each
+    container), an independence contract's modules. Its forbidden modules are not placed by
+    it (being forbidden to others says nothing of what they import)."""
+    kind = contract["type"]
+    if kind == "forbidden":
+        return set(contract["source_modules"])
+    if kind == "independence":
+        return set(contract["modules"])
+    if kind == "layers":
+        import re
+
+        names = {n.strip() for layer in contract["layers"] for n in re.split(r"[|:]", layer)}
+        containers = contract.get("containers") or [""]
+        return {f"{c}.{n}" if c else n for c in containers for n in names if n}
+    raise AssertionError(f"tests/test_layers.py does not know contract type {kind!r}: teach "
+                         f"placed_by what it places")
+
+
+def unplaced(modules: set[str], contracts: list[dict]) -> list[str]:
+    """The modules no contract places: none names the module or an ancestor (for a module
+    inside a :data:`LAYERED_INSIDE` package, an ancestor below the package)."""
+    named = set().union(*(placed_by(c) for c in contracts))
+    missing = []
+    for module in sorted(modules):
+        parts = module.split(".")
+        floor = 2 if parts[0] in LAYERED_INSIDE and len(parts) > 1 else 1
+        if not any(".".join(parts[:i]) in named for i in range(floor, len(parts) + 1)):
+            missing.append(module)
+    return missing
+
+
+def test_every_module_belongs_to_a_contract():
+    """A new flat module of quota_core (or a new subpackage) that no contract names has no
+    layer: add it to pure-core, or to a subpackage that a layers contract places."""
+    import grimp
+
+    config = _config()
+    graph = grimp.build_graph(*config["root_packages"], cache_dir=None)
+    missing = unplaced(set(graph.modules), config["contracts"])
+    assert missing == [], (f"in no import-linter contract of pyproject.toml: {missing}; add "
+                           f"each to the pure-core list or a layers contract")
+    # Every contract names only modules that exist (a renamed module leaves no stale name).
+    for contract in config["contracts"]:
+        for name in placed_by(contract):
+            assert name in graph.modules, (contract["id"], name)
+
+
+@pytest.mark.parametrize("contract, name, module", [
+    ("pure-core", "quota_core.history_rollups", "quota_core.history_rollups"),
+    ("adapters-below-changes", "lint", "quota_core.lint.history_files"),
+    ("pipeline-below-pages", "pipeline", "pipeline.columns"),
+])
+def test_the_coverage_check_fails_when_a_contract_loses_a_module(contract, name, module):
+    """What the check said before: history_rollups, rate_sketch and lint/history_files were in
+    no contract, lint in no layers contract, and nothing constrained the pipeline's imports."""
+    contracts = _config()["contracts"]
+    modules = {"quota_core", "quota_core.history_rollups", "quota_core.lint",
+               "quota_core.lint.history_files", "quota_core.lint.model", "pipeline",
+               "pipeline.columns"}
+    assert unplaced(modules, contracts) == []
+    without = [c for c in contracts if c["id"] != contract]
+    (changed,) = [c for c in contracts if c["id"] == contract]
+    if changed["type"] == "forbidden":
+        changed = dict(changed, source_modules=[m for m in changed["source_modules"]
+                                                if m != name])
+    else:
+        changed = dict(changed, layers=[" | ".join(n.strip() for n in layer.split("|")
+                                                   if n.strip() != name)
+                                        for layer in changed["layers"]])
+    assert module in unplaced(modules, without + [changed])

@@ -136,6 +136,11 @@ def test_the_console_names_the_entry_that_throttles_and_agrees_with_the_clients(
                              throttles=bob_throttles)
     time.sleep(13)  # past the broker's 10 s rate window
     rows = live_rows(broker, backend)
+    for _ in range(6):  # a read as the rate window rolls over can catch a dip (issue 27)
+        if alice.poll() is not None or bucket(rows, "alice").throttled:
+            break
+        time.sleep(1)
+        rows = live_rows(broker, backend)
     out, _ = alice.communicate(timeout=120)
     bob.join(30)
     assert alice.returncode == 0, out[-2000:]
@@ -168,7 +173,10 @@ def test_the_console_names_the_entry_that_throttles_and_agrees_with_the_clients(
     # the estimate runs low when the client is held at its quota (a fresh clone saw 188 ms
     # against 906 ms at 1.9 % over quota) and high while the rate still climbs (3.1x). Both
     # stay within 10x; a wrong window or a wrong formula would not.
-    assert 0.1 <= a.estimated_throttle_ms / a.throttle_ms <= 4.0, FIGURES["alice_perf"]
+    if a.throttled:
+        assert 0.1 <= a.estimated_throttle_ms / a.throttle_ms <= 4.0, FIGURES["alice_perf"]
+    else:  # every read caught a dip: Kafka's arithmetic on a rate under the quota is no throttle
+        assert a.rate < a.quota and a.estimated_throttle_ms == 0, FIGURES["alice_perf"]
 
 
 def test_removing_the_shadowed_entry_changes_nothing_and_removing_the_source_ends_it(setup):

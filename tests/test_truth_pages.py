@@ -158,6 +158,14 @@ def test_no_page_is_green_while_an_endpoint_is_dead_on_a_sandbox(two_brokers):
     assert_brokers_once(at, "edit preview", {"2": address})
     assert any(w.startswith("Broker 2 could not be read: the preview at today's rates")
                for w in texts(at.main.warning)), texts(at.main.warning)
+    # bob's traffic would be on broker 2 only: the brokers read report none of it, and the
+    # preview still names broker 2 (before, it said nothing about the live figures).
+    at = open_edit("bob")
+    at.text_input(key="ed_val_producer_byte_rate").input("2MiB").run()
+    at.button(key="ed_preview_btn").click().run()
+    assert_never_all_clear(at, "edit preview, no traffic read")
+    assert any(w.startswith("Broker 2 could not be read: the preview at today's rates")
+               for w in texts(at.main.warning)), texts(at.main.warning)
 
 
 def live_frames():
@@ -205,3 +213,22 @@ def test_throttled_now_tells_recently_from_now(sandbox, env, monkeypatch):  # no
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_grid_total_is_never_a_sum_over_the_brokers_read_alone():
+    """Resolve's grid while broker 2 was stopped said "in total: 0% of a thread" beside
+    "broker 2: not read": the total is unknown then, or a lower bound."""
+    from quota_core.spread import spread
+    from ui.spread import spread_grid
+
+    class Figure:
+        def __init__(self, broker, rate):
+            self.broker, self.rate, self.quota = broker, rate, 2 * MiB
+            self.throttle_ms, self.throttled = None, False
+
+    none_read = spread("producer_byte_rate", [], ["1", "3"], quota=2 * MiB, unread=["2"])
+    some_read = spread("producer_byte_rate", [Figure("1", MiB)], ["1", "3"], unread=["2"])
+    all_read = spread("producer_byte_rate", [Figure("1", MiB)], ["1", "2", "3"])
+    grid = spread_grid([("a", none_read), ("b", some_read), ("c", all_read)])
+    assert list(grid["in total"]) == ["unknown", "at least 1 MiB/s", "1 MiB/s"]
+    assert list(grid["broker 2"]) == ["not read", "not read", "no traffic"]

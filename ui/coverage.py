@@ -6,7 +6,7 @@ import streamlit as st
 
 from quota_core.coverage import unwatched, unwatched_sentence
 
-from .context import connected_cluster
+from .page_context import connected_cluster
 from .text import md
 
 __all__ = ["unwatched_warnings"]

@@ -134,7 +134,7 @@ def feed(secrets: dict) -> tuple[LiveFeed | None, str | None]:
     cluster's brokers): ``(feed, None)``, ``(None, why not)``."""
     from quota_core.coverage import endpoints_from_template
 
-    from .context import connected_cluster
+    from .page_context import connected_cluster
 
     env = dict(os.environ)
     text, template = metrics_endpoints(env, secrets), metrics_template(env, secrets)

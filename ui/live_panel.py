@@ -24,7 +24,7 @@ from quota_core.verdict import tags_entity
 from .charts import rate_vs_quota
 from .live import feed, frame_unread, held_rows
 from .spread import show_spreads
-from .context import connected_cluster, secrets_dict
+from .page_context import connected_cluster, secrets_dict
 from .coverage import unwatched_warnings
 from .story import sentences_html, shared_verdicts
 from .text import md
@@ -77,10 +77,11 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window,
     # figures of an own bucket are in the status already. Keys without: one sentence.
     busy = [v for v in found if not is_quiet(v) and not is_blind(v)]  # no "0 of 10 on broker 3"
     quiet, blind = quiet_story(found), unknown_story(found)
-    st.html(sentences_html([s for v in busy
-                            for s in [*client_story(v)[:1], *(bucket_details(v) if v.shared
-                                                              else [])]
-                            if s.kind == "status"] + [s for s in (blind, quiet) if s]))
+    said = [s for v in busy
+            for s in [*client_story(v)[:1], *(bucket_details(v) if v.shared else [])]
+            if s.kind == "status"] + [s for s in (blind, quiet) if s]
+    if said:  # st.html refuses an empty body
+        st.html(sentences_html(said))
     # The client x broker view: its own bucket per key on every broker read (more than one),
     # and the sentence that explains the spread. Never one summed "cluster" throttle.
     known = {r.broker for r in rows} | set(latest.brokers)

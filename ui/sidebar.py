@@ -4,7 +4,7 @@ page, and the editing gate at the top of the pages that write.
 :func:`sidebar` picks the connection, opens it through the process-wide registry
 (:mod:`ui.registry`), shows what it is (cluster id, broker count, never a password) and
 who is at the keyboard (:mod:`ui.identity` decides), then stores the
-:class:`ui.context.PageContext` that pages read.
+:class:`ui.page_context.PageContext` that pages read (through :mod:`ui.context`).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from quota_core.backends.base import QuotaBackend
 from quota_core.changes.audit import AuditLog
 from quota_core.errors import QuotaError
 
-from .context import PageContext, remember, secrets_dict
+from .page_context import PageContext, remember, secrets_dict
 from .identity import (LOCAL, LOCAL_MODE_DETAIL, LOCAL_MODE_NOTICE, PROXY, SIGNIN, Identity,
                        access_mode, identify, setup_banner)
 from .registry import Health, Snapshot, _clock, registry, stale_notice

@@ -20,7 +20,8 @@ from quota_core.units import format_quota, format_rate
 from .story import sentences_html
 
 __all__ = ["cell_text", "spread_grid", "show_spreads", "show_bucket_spreads",
-           "show_traffic_spreads", "traffic_spreads", "labelled", "NO_TRAFFIC", "preview_unread"]
+           "show_traffic_spreads", "traffic_spreads", "labelled", "NO_TRAFFIC", "preview_unread",
+           "total_text"]
 
 NO_TRAFFIC = "no traffic"
 _HOT = "background-color:#fdecea;color:#8a1c14;font-weight:600"
@@ -54,8 +55,17 @@ def spread_grid(spreads: Iterable[tuple[str, Spread]]) -> pd.DataFrame:
                      key=broker_order)
     return pd.DataFrame([{"bucket": label, "quota on each broker": format_quota(sp.key, sp.quota),
                           **{_column(b): cell_text(sp, b) for b in brokers},
-                          "in total": format_rate(sp.key, sp.total_rate)}
+                          "in total": total_text(sp)}
                          for label, sp in spreads])
+
+
+def total_text(sp: Spread) -> str:
+    """The bucket's rate summed over the brokers read; with a broker not read, a lower bound
+    (``at least 2 MiB/s``), or ``unknown`` when the brokers read see none of it."""
+    total = format_rate(sp.key, sp.total_rate)
+    if not sp.unread:
+        return total
+    return f"at least {total}" if sp.total_rate > 0 else "unknown"
 
 
 def _style(value: str) -> str:
@@ -127,7 +137,7 @@ def traffic_spreads(changes, brokers: Iterable[str] = (),
 def show_traffic_spreads(changes, key: str = "ed_spread") -> None:
     """The grid and sentences of :func:`traffic_spreads`, over the brokers the live feed
     read last (when more than one)."""
-    from .context import secrets_dict
+    from .page_context import secrets_dict
     from .live import feed
 
     live, _ = feed(secrets_dict())
@@ -146,7 +156,7 @@ def preview_unread(frame=None) -> tuple[str, ...]:
     """The brokers a preview at today's rates cannot judge (their figures are unknown), each
     once, by node id where known; with a warning naming them. ``frame`` defaults to the live
     feed's latest round."""
-    from .context import connected_cluster, secrets_dict
+    from .page_context import connected_cluster, secrets_dict
     from .live import feed, frame_unread
 
     if frame is None:

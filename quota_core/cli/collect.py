@@ -19,8 +19,8 @@ from typing import TextIO
 
 from ..telemetry.collector import Collector, parse_endpoints
 from ..backends.open import NumberAction, open_backend
-from ..errors import ParseError, QuotaError, UsageError
-from .exits import exit_code
+from ..errors import ParseError
+from .edge import one_line, run_command
 from .signals import restore_signals, stop_on_signals
 
 PROG = "kafka-client-quotas collect"
@@ -89,12 +89,13 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
             args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    try:
-        _check(args)
-        endpoints = parse_endpoints(args.metrics) if args.metrics else []
-    except (ParseError, UsageError) as exc:
-        err.write(f"{PROG}: error: {exc}\n")
-        return exit_code("collect", exc)
+    # an unreadable --command-config, a malformed flag: a usage error, "error:"
+    return run_command("collect", lambda: _run(args, err), err, one_line(PROG))
+
+
+def _run(args, err: TextIO) -> int:
+    _check(args)
+    endpoints = parse_endpoints(args.metrics) if args.metrics else []
 
     def log(line: str) -> None:
         err.write(line + "\n")
@@ -150,12 +151,6 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 return collector.run(stop)
             finally:
                 sink.close()
-    except ParseError as exc:  # an unreadable --command-config: a usage error
-        err.write(f"{PROG}: error: {exc}\n")
-        return exit_code("collect", exc)
-    except QuotaError as exc:
-        err.write(f"{PROG}: {exc}\n")
-        return exit_code("collect", exc)
     finally:
         restore_signals(previous)
 

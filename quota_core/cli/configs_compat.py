@@ -49,6 +49,7 @@ from ..filters import EntityFilter, FilterComponent
 from ..backends.files import PROPERTIES_LIMIT, read_bytes_file
 from ..backends.kafka_config import load_command_config, parse_properties
 from .dialect import TRIGGERS, is_configs_command  # noqa: F401  (part of this module's API)
+from .edge import run_command
 from .exits import exit_code
 from ..java_text import (_COMMA, _EQUALS, _java_trim, _java_split, java_parse_double, java_double,  # moved there
                          _java_hash, _hashmap_order, _properties_order, _scala_set, _scala_buffer)
@@ -481,6 +482,7 @@ def main(argv: Sequence[str], out: TextIO, err: TextIO,
     Every error, ours or the backend's, becomes stderr text here."""
     argv = list(argv)
     opened: list[QuotaBackend] = []
+    opts: Options | None = None
 
     def backend() -> QuotaBackend:
         if not opened:
@@ -490,28 +492,31 @@ def main(argv: Sequence[str], out: TextIO, err: TextIO,
             opened.append(factory(opts))
         return opened[0]
 
-    try:
-        opts = parse_options(argv)
-        if not argv or opts.has("help"):  # kafka-configs.sh --help: its help, exit 1
-            raise CommandFailed("This tool helps to manipulate and describe entity config for "
-                                "a topic, client, user, broker, ip, client-metrics or group",
-                                usage=True)
-        if opts.has("version"):
-            out.write(f"{KAFKA_VERSION}\n")  # the Kafka version whose kafka-configs.sh this is
+    def run() -> int:
+        nonlocal opts
+        try:
+            opts = parse_options(argv)
+            if not argv or opts.has("help"):  # kafka-configs.sh --help: its help, exit 1
+                raise CommandFailed("This tool helps to manipulate and describe entity config "
+                                    "for a topic, client, user, broker, ip, client-metrics or "
+                                    "group", usage=True)
+            if opts.has("version"):
+                out.write(f"{KAFKA_VERSION}\n")  # the Kafka version whose kafka-configs.sh this is
+                return 0
+            _run(opts, backend, out, err)
             return 0
-        _run(opts, backend, out, err)
-        return 0
-    except CommandFailed as exc:
-        if exc.trace:
-            err.write(f"Error while executing config command with args '{_shown(argv)}'\n")
-            err.write(f"{PROG}: {exc.message}\n")
-        else:  # CommandLineUtils.printUsageAndExit: the message, then the whole help
-            err.write(f"{exc.message}\n" + (help_text() if exc.usage else ""))
-        return exit_code("configs", exc)
-    except QuotaError as exc:  # the backend's errors: ConfigCommand prints a stack trace
-        err.write(f"Error while executing config command with args '{_shown(argv)}'\n"
-                  f"{PROG}: {exc}\n")
-        return exit_code("configs", exc)
-    finally:
-        for store in opened:
-            store.close()
+        except CommandFailed as exc:  # ConfigCommand's own failures, in its words
+            if exc.trace:
+                err.write(f"Error while executing config command with args '{_shown(argv)}'\n")
+                err.write(f"{PROG}: {exc.message}\n")
+            else:  # CommandLineUtils.printUsageAndExit: the message, then the whole help
+                err.write(f"{exc.message}\n" + (help_text() if exc.usage else ""))
+            return exit_code("configs", exc)
+        finally:
+            for store in opened:
+                store.close()
+
+    # the backend's errors: ConfigCommand prints a stack trace; we print its first line and
+    # the one clear line
+    return run_command("configs", run, err, lambda exc: (
+        f"Error while executing config command with args '{_shown(argv)}'\n{PROG}: {exc}\n"))

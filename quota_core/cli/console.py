@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Sequence, TextIO
 
 from ..errors import QuotaError, UsageError
-from .exits import exit_code
+from .edge import one_line, run_command
 
 __all__ = ["app_path", "build_parser", "streamlit_args", "check_free", "main", "main_entry"]
 
@@ -141,13 +141,14 @@ def streamlit_args(argv: Sequence[str] | None, env: dict[str, str]) -> list[str]
 
 def main(argv: Sequence[str] | None = None, err: TextIO | None = None) -> int:
     err = err or sys.stderr
-    try:
-        cmd = streamlit_args(argv, dict(os.environ))
-        opts = dict(zip(cmd[2::2], cmd[3::2]))
-        check_free(opts["--server.address"], int(opts["--server.port"]))
-    except QuotaError as exc:
-        print(f"quota-console: {exc}", file=err)
-        return exit_code("main", exc)
+    # its flags are read by the body: a bad one is a UsageError there, said without "error:"
+    return run_command("main", lambda: _serve(argv), err, one_line("quota-console", ()))
+
+
+def _serve(argv: Sequence[str] | None) -> int:
+    cmd = streamlit_args(argv, dict(os.environ))
+    opts = dict(zip(cmd[2::2], cmd[3::2]))
+    check_free(opts["--server.address"], int(opts["--server.port"]))
     from streamlit.web import cli as streamlit_cli  # the `streamlit` command itself
 
     try:

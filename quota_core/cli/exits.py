@@ -1,8 +1,9 @@
 """The one mapping from error class to exit status, for every subcommand.
 
 The exit code table of docs/interfaces.md, in code (as httpx keeps ``HTTPCORE_EXC_MAP``):
-each command catches :class:`~quota_core.errors.QuotaError` at its edge, prints the message,
-and returns ``exit_code(command, exc)``.
+every command ends an error of the tree at its one edge,
+:func:`quota_core.cli.edge.run_command`, which prints the message and returns
+``exit_code(command, exc)``.
 
 * main command, ``apply``, ``collect``, ``analyze``, ``serve-metrics``: 0 done, 1 a runtime
   failure, 2 a usage error, 3 outcome unknown (sent, not confirmed);

@@ -22,9 +22,10 @@ from typing import TextIO
 
 from ..backends.open import add_backend_arguments, open_backend_from
 from ..brokers import ClusterSettings, read_settings
-from ..errors import QuotaError, UsageError
+from ..errors import UsageError
 from ..lint import (RULE_IDS, SEVERITIES, LintInput, LintOptions, LintReport, parse_protected,
                     protected_from_config, run_lint, severity_at_least)
+from .edge import one_line, run_command
 from .exits import exit_code
 from .plan import _check_where
 
@@ -139,14 +140,12 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
             args = lint_parser().parse_args(argv)
     except SystemExit as exc:  # --help: 0; a usage error: 1, so 2 always means findings
         return LINT_CLEAN if not exc.code else exit_code("lint", UsageError("usage"))
-    try:
-        report = run_lint(_input(args))
-    except UsageError as exc:
-        err.write(f"{PROG}: error: {exc}\n")
-        return exit_code("lint", exc)
-    except QuotaError as exc:
-        err.write(f"{PROG}: {exc}\n")
-        return exit_code("lint", exc)
+    return run_command("lint", lambda: _run(args, out, err), err,
+                       one_line(PROG, error_for=(UsageError,)))
+
+
+def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    report = run_lint(_input(args))
     if args.output == "json":
         out.write(json.dumps([f.as_dict() for f in report.findings], ensure_ascii=False,
                              indent=2) + "\n")

@@ -30,7 +30,7 @@ from ..backends.open import add_backend_arguments, open_backend_from
 from ..entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity, _is_utf8_text
 from ..errors import (AlterationError, OutcomeUnknown, ParseError, QuotaError, UsageError,
                       ValidationError)
-from .exits import exit_code
+from .edge import one_line, run_command
 from .signals import Terminated
 from ..filters import EntityFilter, FilterComponent
 from ..resolution import resolve, resolve_ip
@@ -402,8 +402,14 @@ def run_alter(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err:
     return _report(outcome, err) or (0 if audited else 1)
 
 
-def _report_unknown(exc: "OutcomeUnknown", err: TextIO, limit: int = 20) -> None:
+def _report_unknown(exc: "OutcomeUnknown", err: TextIO) -> None:
+    """Write :func:`_unknown_text` to ``err``."""
+    err.write(_unknown_text(exc))
+
+
+def _unknown_text(exc: "OutcomeUnknown", limit: int = 20) -> str:
     """Per entity what is known after a lost answer (at most ``limit`` lines of each kind)."""
+    lines: list[str] = []
     known = exc.outcome.results if exc.outcome is not None else ()
     unchanged = set(exc.not_visible)
     groups = [
@@ -418,12 +424,24 @@ def _report_unknown(exc: "OutcomeUnknown", err: TextIO, limit: int = 20) -> None
     for what, items in groups:
         for item in items[:limit]:
             if what == "refused":
-                err.write(f"{PROG}: {item.entity}: {item.error}\n")
+                lines.append(f"{PROG}: {item.entity}: {item.error}\n")
             else:
-                err.write(f"{PROG}: {item}: {what}\n")
+                lines.append(f"{PROG}: {item}: {what}\n")
         if len(items) > limit:
-            err.write(f"{PROG}: ... and {len(items) - limit:,} more: {what}\n")
-    err.write(f"{PROG}: {exc}\n")
+            lines.append(f"{PROG}: ... and {len(items) - limit:,} more: {what}\n")
+    lines.append(f"{PROG}: {exc}\n")
+    return "".join(lines)
+
+
+_SAY = one_line(PROG, by_problem=True)
+
+
+def _say(exc: QuotaError) -> str:
+    """The main command's words for an error: an input the user gave reads ``error:``, a
+    refused alteration one line per problem, a lost answer what is known per entity."""
+    if isinstance(exc, OutcomeUnknown) and not isinstance(exc, (UsageError, ParseError)):
+        return _unknown_text(exc)  # sent, answer lost: neither "applied" nor "refused"
+    return _SAY(exc)
 
 
 def _interactive(stream: TextIO) -> bool:
@@ -595,6 +613,12 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
             args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed the usage error
         return int(exc.code or 0)
+    return run_command("main", lambda: _run(args, out, err), err, _say)
+
+
+def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The main command, its flags read (:func:`quota_core.cli.edge.run_command` is its
+    edge)."""
     try:
         _check_flags(args)
         _names_are_text(args)
@@ -616,19 +640,6 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
                 out.write(dumps(backend.describe(), args.export))
                 return 0
             return run_import(backend, args, out, err)
-    except (UsageError, ParseError) as exc:
-        err.write(f"{PROG}: error: {exc}\n")
-        return exit_code("main", exc)
-    except AlterationError as exc:
-        for problem in exc.problems or [exc]:
-            err.write(f"{PROG}: {getattr(problem, 'message', problem)}\n")
-        return exit_code("main", exc)
-    except OutcomeUnknown as exc:  # sent, answer lost: neither "applied" nor "refused"
-        _report_unknown(exc, err)
-        return exit_code("main", exc)
-    except QuotaError as exc:
-        err.write(f"{PROG}: {exc}\n")
-        return exit_code("main", exc)
     except BrokenPipeError:
         return 0
 

@@ -25,9 +25,10 @@ from typing import TextIO
 
 from ..changes.audit import AuditLog, cluster_fields, default_audit_path, os_user, store_fields
 from ..backends.open import add_backend_arguments, open_backend_from
-from ..errors import (AlterationError, ConcurrentChange, OutcomeUnknown, ParseError, QuotaError,
-                      UsageError, ValidationError)
+from ..errors import (ConcurrentChange, OutcomeUnknown, ParseError, QuotaError, UsageError,
+                      ValidationError)
 from ..backends.files import IMPORT_LIMIT, read_text_file
+from .edge import one_line, run_command
 from .exits import FAILURE, exit_code
 from .output import FORMATS, entity_text, format_key_change, format_plan, says_where_audited
 
@@ -144,13 +145,18 @@ def _series(args: argparse.Namespace, err: TextIO) -> list | None:
 # --------------------------------------------------------------------------- plan
 def plan_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     """``plan FILE ...``: 0 nothing to change, 2 changes pending, 1 an error."""
-    from ..plan import make_plan, plan_document, plan_impact, plan_key, sign_plan
-    from ..backends.files import read_quota_path
-
     try:
         args = _parse(plan_parser(), argv, err, out)
     except SystemExit as exc:  # --help: 0; a usage error: 1 here, so 2 means "pending"
         return PLAN_OK if not exc.code else PLAN_ERROR
+    return run_command("plan", lambda: _plan(args, out, err), err,
+                       one_line(f"{PROG} plan", error_for=(UsageError,), by_problem=True))
+
+
+def _plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ..plan import make_plan, plan_document, plan_impact, plan_key, sign_plan
+    from ..backends.files import read_quota_path
+
     try:
         _check_where(args)
         path = Path(args.file)
@@ -175,16 +181,6 @@ def plan_main(argv: list[str], out: TextIO, err: TextIO) -> int:
             err.write(f"Plan written to {args.out}. Apply it with: {PROG} apply {args.out} "
                       f"{_where_flags(args)}\n")
         return PLAN_PENDING if plan.changes else PLAN_OK
-    except UsageError as exc:
-        err.write(f"{PROG} plan: error: {exc}\n")
-        return exit_code("plan", exc)
-    except AlterationError as exc:
-        for problem in exc.problems or [exc]:
-            err.write(f"{PROG} plan: {getattr(problem, 'message', problem)}\n")
-        return exit_code("plan", exc)
-    except QuotaError as exc:
-        err.write(f"{PROG} plan: {exc}\n")
-        return exit_code("plan", exc)
     except BrokenPipeError as exc:
         return exit_code("plan", exc)
 
@@ -223,31 +219,48 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
     """``apply PLANFILE ...``: 0 applied, 1 refused or not all applied, 2 a usage error (flags,
     an unreadable or malformed plan file, an unreadable --command-config), 3 outcome
     unknown."""
+    try:
+        args = _parse(apply_parser(), argv, err, out)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    read = [False]  # the plan file is read and verified: the write has begun
+    return run_command("apply", lambda: _apply(args, out, err, read), err,
+                       lambda exc: _apply_says(exc, read[0]))
+
+
+_APPLY = f"{PROG} apply"
+_READING = one_line(_APPLY, error_for=(UsageError,))
+
+
+def _apply_says(exc: QuotaError, read: bool) -> str:
+    """apply's words for an error: while the plan is read, ``error:`` for a flag and the
+    message alone for a plan file that cannot be read, is not a plan (usage) or does not
+    verify (PlanRefused); from the write on, what was and was not applied."""
+    if not read:
+        return _READING(exc)
+    if isinstance(exc, ConcurrentChange):
+        return f"{_APPLY}: refused: {exc}\n"
+    if isinstance(exc, (OutcomeUnknown, ParseError, ValidationError)):
+        # sent, answer lost; an UnreadableConfig (--command-config) or malformed flag: usage
+        return f"{_APPLY}: {exc}\n"
+    if getattr(exc, "context", {}).get("phase") != "alter" and "othing was" not in str(exc):
+        return f"{_APPLY}: {exc} Nothing was applied.\n"
+    return f"{_APPLY}: {exc}\n"
+
+
+def _apply(args: argparse.Namespace, out: TextIO, err: TextIO, read: list[bool]) -> int:
     from ..plan import (check_plan_cluster, load_plan, plan_key, read_plan, since_plan,
                         verify_plan)
     from ..changes.workflow import apply_changes
     from .signals import sigterm_raises
 
-    try:
-        args = _parse(apply_parser(), argv, err, out)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    prefix = f"{PROG} apply"
-    try:
-        _check_where(args)
-        path = Path(args.plan_file)
-        doc = load_plan(_read_text(path, PLAN_LIMIT), str(path))  # NaN & co. kept to name their field
-        plan = read_plan(doc, str(path))
-        verify_plan(doc, plan_key(os.environ), str(path))
-    except UsageError as exc:
-        err.write(f"{prefix}: error: {exc}\n")
-        return exit_code("apply", exc)
-    except ParseError as exc:  # a plan file that cannot be read or is not a plan: usage
-        err.write(f"{prefix}: {exc}\n")
-        return exit_code("apply", exc)
-    except QuotaError as exc:  # PlanRefused: a signature that does not verify
-        err.write(f"{prefix}: {exc}\n")
-        return exit_code("apply", exc)
+    prefix = _APPLY
+    _check_where(args)
+    path = Path(args.plan_file)
+    doc = load_plan(_read_text(path, PLAN_LIMIT), str(path))  # NaN & co. kept to name their field
+    plan = read_plan(doc, str(path))
+    verify_plan(doc, plan_key(os.environ), str(path))
+    read[0] = True
     audit = AuditLog(args.audit_log or default_audit_path(os.environ))
     actor = args.actor or os_user()
 
@@ -288,23 +301,6 @@ def apply_main(argv: list[str], out: TextIO, err: TextIO) -> int:
         err.write(f"Make a new plan ({PROG} plan FILE {_where_flags(args)} --out "
                   f"{path}), check it, and apply that.\n")
         return FAILURE  # refused: a result of the drift check, not an error class
-    except ConcurrentChange as exc:
-        err.write(f"{prefix}: refused: {exc}\n")
-        return exit_code("apply", exc)
-    except OutcomeUnknown as exc:  # sent, answer lost: neither applied nor refused
-        err.write(f"{prefix}: {exc}\n")
-        return exit_code("apply", exc)
-    except ParseError as exc:  # UnreadableConfig (--command-config), a malformed flag: usage
-        err.write(f"{prefix}: {exc}\n")
-        return exit_code("apply", exc)
-    except ValidationError as exc:
-        err.write(f"{prefix}: {exc}\n")
-        return exit_code("apply", exc)
-    except QuotaError as exc:
-        err.write(f"{prefix}: {exc} Nothing was applied.\n"
-                  if getattr(exc, "context", {}).get("phase") != "alter"
-                  and "othing was" not in str(exc) else f"{prefix}: {exc}\n")
-        return exit_code("apply", exc)
     return _report_apply(done, plan, args, audit, actor, out, err)
 
 

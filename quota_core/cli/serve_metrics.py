@@ -26,7 +26,7 @@ from typing import TextIO
 
 from ..backends.open import NumberAction, add_backend_arguments, open_backend_from
 from ..errors import ParseError, QuotaError, UsageError
-from .exits import exit_code
+from .edge import one_line, run_command
 from .signals import restore_signals, stop_on_signals
 
 PROG = "kafka-client-quotas serve-metrics"
@@ -127,7 +127,12 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
             args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    # serve-metrics says "error:" for every error of the tree
+    return run_command("serve-metrics", lambda: _run(args, err), err,
+                       one_line(PROG, error_for=(QuotaError,)))
 
+
+def _run(args: argparse.Namespace, err: TextIO) -> int:
     def log(line: str) -> None:
         err.write(line + "\n")
         err.flush()
@@ -144,9 +149,6 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 server.shutdown()
                 server.server_close()
         return 0
-    except QuotaError as exc:
-        err.write(f"{PROG}: error: {exc}\n")
-        return exit_code("serve-metrics", exc)
     finally:
         restore_signals(previous)
 
