@@ -21,7 +21,7 @@ TEMPLATE_FIELDS = ("host", "id")
 
 def endpoint_address(url: str) -> str:
     """How an endpoint that cannot be read is named: its URL's ``host:port`` (it has no node
-    id then; CONTRACTS.md)."""
+    id then; docs/interfaces.md, "Labels and shapes")."""
     parts = urlsplit(url)
     port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
     return f"{parts.hostname}:{port}" if parts.hostname else url
@@ -36,7 +36,7 @@ def unwatched(cluster: Sequence[str], answered: Iterable[str]) -> list[str]:
 def unread_brokers(cluster: Sequence[str], answered: Iterable[str],
                    failed: Sequence[tuple[str, str | None]]) -> tuple[str, ...]:
     """Every broker whose figures are unknown, each once: by node id where it is known, by
-    ``host:port`` otherwise (CONTRACTS.md, Truth).
+    ``host:port`` otherwise (docs/interfaces.md, "Live verdicts").
 
     ``cluster`` the node ids the cluster lists (empty for a sandbox); ``answered`` the node ids
     (or labels) of the endpoints that answered; ``failed`` each endpoint that did not, as

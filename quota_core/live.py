@@ -197,7 +197,7 @@ def live_verdict(figures: Iterable, unread: Iterable[str] = ()) -> bool | None:
     broker that was read shows it throttled now (``figures``: anything with ``throttled``,
     one per broker read); else ``None`` (unknown) when any broker of the cluster was not read
     (``unread``: a dead endpoint, a broker no endpoint covers, a stopped broker); else
-    ``False``. Every page and every output decides with this function (CONTRACTS.md, Truth)."""
+    ``False``. Every page and every output decides with this function (docs/interfaces.md)."""
     if any(bool(f.throttled) for f in figures):
         return True
     return None if any(True for _ in unread) else False

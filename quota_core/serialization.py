@@ -487,7 +487,7 @@ def _too_deep(source: str, line: int | None) -> ParseError:
 
 def _yaml_problem(exc: Exception) -> str:
     """PyYAML's error (several lines, with a caret under the text) as one line: where, what,
-    and while doing what (the README promises one line per error)."""
+    and while doing what (docs/interfaces.md promises one line per error)."""
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None)
     if mark is None or not problem:

@@ -1,5 +1,6 @@
-"""The one extra cluster for the broker settings that need a restart (CONTRACTS, "Tests and
-time"): a custom ``client.quota.callback.class`` and ``quota.window.num=5``.
+"""The one extra cluster for the broker settings that need a restart (the suite keeps
+one, besides the single broker and the 3-broker cluster): a custom
+``client.quota.callback.class`` and ``quota.window.num=5``.
 
 The callback is ``tests/java/FlatQuotaCallback.java``, compiled here with ``javac`` against the
 cached Kafka jars (as the ConfigCommand harness is) and packed as a jar. The broker's class

@@ -1,5 +1,5 @@
 """Edit's Apply reads the entity exactly twice: one guard read under the write lease, and
-one bounded read-back after the alter (CONTRACTS, scope of the architecture issue).
+one bounded read-back after the alter (the architecture issue's scope).
 
 A counting backend wraps the page's backend (the real sandbox) for the Apply only, and
 records every call the apply workflow makes, in order."""

@@ -1,4 +1,4 @@
-"""quota_core.cli.exits: CONTRACTS' exit table is the one mapping from error class to status."""
+"""quota_core.cli.exits: the exit table of docs/interfaces.md is the one mapping from error class to status."""
 import pytest
 
 from quota_core.cli.exits import EXIT_CODES, exit_code

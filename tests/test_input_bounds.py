@@ -57,7 +57,7 @@ def test_an_unreadable_command_config_is_a_usage_error(tmp_path):
 
 
 def test_apply_exits_2_for_a_usage_error_and_1_for_a_refusal(store, tmp_path, monkeypatch):
-    """CONTRACTS' exit table: an unreadable or malformed plan file and an unreadable
+    """The exit table (docs/interfaces.md): an unreadable or malformed plan file and an unreadable
     --command-config are usage errors (2); a refused plan is a runtime failure (1)."""
     monkeypatch.delenv("QUOTA_PLAN_KEY", raising=False)
     wanted = tmp_path / "want.yaml"

@@ -117,7 +117,7 @@ def test_cli_import_of_a_huge_file_is_refused(tmp_path):
 def test_cli_command_config_of_an_endless_file_is_refused(fifo, source):
     path = "/dev/zero" if source == "zero" else str(fifo)
     done = cli("--bootstrap-server", "127.0.0.1:1", "--command-config", path, "--describe")
-    assert (done.returncode, done.stdout) == (2, "")  # CONTRACTS: unreadable = usage error
+    assert (done.returncode, done.stdout) == (2, "")  # docs/interfaces.md: unreadable = usage error
     assert f"Cannot read {path}: it is " in done.stderr and "not a regular file" in done.stderr
     assert done.stderr.count("\n") == 1
 

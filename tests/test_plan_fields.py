@@ -3,7 +3,7 @@
 A signed plan edited to ``"created": NaN`` made ``apply`` print "internal error (ValueError:
 Out of range float…)" and exit 1. Now each field of the plan document, set to NaN, a number
 beyond a double, an integer of thousands of digits, a wrong type, or removed, makes ``apply``
-exit 2 (CONTRACTS: a malformed file the user gave) with one line naming the field; nothing is
+exit 2 (docs/interfaces.md: a malformed file the user gave) with one line naming the field; nothing is
 applied.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@
 ``--import`` refuse. Now every reader runs the same parse and the same checks
 (:func:`quota_core.backends.files.read_quota_path` / ``read_quota_upload``, the strict reader
 and :func:`quota_core.validation.entry_problems`) and refuses every bad file with the same
-one-line message; each exits as shared/CONTRACTS.md says. ``apply`` reads a plan, not a quota
+one-line message; each exits as docs/interfaces.md says. ``apply`` reads a plan, not a quota
 file: a plan whose changes set the same bad values is refused with the same message.
 ``analyze`` refuses before a Spark session starts.
 """
@@ -64,7 +64,7 @@ BAD_FILES = [
      "describe shows the name, not the address it limits.)"),
 ]
 READERS = ["lint", "plan", "import", "apply", "analyze", "plan page upload"]
-#: CONTRACTS: lint, any error 1 (a malformed file is 1); plan, any error 1; the main command
+#: docs/interfaces.md: lint, any error 1 (a malformed file is 1); plan, any error 1; the main command
 #: (--import), apply and analyze: a usage error 2; the page shows the message.
 EXIT = {"lint": 1, "plan": 1, "import": 2, "apply": 2, "analyze": 2}
 

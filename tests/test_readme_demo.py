@@ -1,8 +1,9 @@
-"""Issue 27 item 7/8: the README's demo paragraph says what the demo shows. It promised two
+"""Issue 27 item 7/8: the Quick start's demo paragraph (docs/quickstart.md, once the README's)
+says what the demo shows. It promised two
 throttled buckets (alice's and bob's) while carol's fetch is throttled too, so a newcomer saw
 three. Here the demo's own data (localkafka.demo: its quotas, producers, consumers and where
 their partitions lead) decides which buckets go over their quota, by the ladder and the
-broker's bucket rules, and the README's paragraph must name exactly those."""
+broker's bucket rules, and the Quick start's paragraph must name exactly those."""
 from __future__ import annotations
 
 import re
@@ -13,7 +14,7 @@ from quota_core.membership import Membership
 from localkafka.demo import (DEMO_CONSUMERS, DEMO_PRODUCERS, ONE_BROKER_TOPIC, SPREAD_TOPIC,
                              demo_quotas, leaders)
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+QUICKSTART = Path(__file__).resolve().parent.parent / "docs" / "quickstart.md"
 P, C = "producer_byte_rate", "consumer_byte_rate"
 WORDS = {2: "two", 3: "three", 4: "four", 5: "five"}
 
@@ -64,11 +65,11 @@ def test_the_demo_throttles_alice_bob_and_carol_on_three_brokers():
     assert SPREAD_TOPIC  # svc-reports' spread topic: under its quota on each of 3 brokers
 
 
-def test_the_readme_demo_paragraph_names_every_throttled_bucket():
-    text = " ".join(README.read_text().split())
+def test_the_quick_start_demo_paragraph_names_every_throttled_bucket():
+    text = " ".join(QUICKSTART.read_text().split())
     m = re.search(r"Within a minute the \*\*Throttled now\*\* page shows (\w+) buckets throttled "
                   r"on broker 2: (.*?)\((\w+) on one broker, where (.*?)\)", text)
-    assert m, "the README's demo paragraph no longer says what Throttled now shows"
+    assert m, "the Quick start's demo paragraph no longer says what Throttled now shows"
     three, one = throttled_buckets(3), throttled_buckets(1)
     assert m.group(1) == WORDS[len(three)] and m.group(3) == WORDS[len(one)]
     for kind, user in three:

@@ -1,5 +1,6 @@
-"""Issue 27: one rule for a live verdict, and "now" means now (CONTRACTS.md, Truth). Pure
-tables plus the CLI against real endpoints on 127.0.0.1 (one answering, one refusing)."""
+"""Issue 27: one rule for a live verdict, and "now" means now (docs/interfaces.md, "Live
+verdicts"). Pure tables plus the CLI against real endpoints on 127.0.0.1 (one answering, one
+refusing)."""
 from __future__ import annotations
 
 import json

@@ -29,7 +29,7 @@ __all__ = ["LiveFeed", "feed", "Frame", "Down", "endpoint_name", "usage_rows", "
 
 def endpoint_name(endpoint: Endpoint) -> str:
     """How a page names an endpoint that cannot be read: its URL's ``host:port`` (it has no
-    broker id then; see CONTRACTS.md)."""
+    broker id then; docs/interfaces.md, "Labels and shapes")."""
     return endpoint_address(endpoint.url)
 
 

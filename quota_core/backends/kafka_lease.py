@@ -31,7 +31,7 @@ The topic is made by the first writer with min(3, brokers) replicas and
 outlives one broker: a ticket counts once two brokers hold it, and the partition's leadership
 moves on when its leader dies. It is looked up with DescribeTopics, never a metadata request
 naming it, which a cluster with ``auto.create.topics.enable`` would answer by creating it with
-its own defaults. The ACLs a writer needs: see the README ("The write lease").
+its own defaults. The ACLs a writer needs: see docs/plan-apply.md ("The write lease").
 """
 from __future__ import annotations
 

@@ -99,7 +99,7 @@ class CommandFailed(Exception):
 class _UnreadableFile(CommandFailed, UnreadableFile):
     """A file the user named (``--add-config-file``) that cannot be read. ConfigCommand
     prints a stack trace (``java.nio.file.NoSuchFileException``) and exits 1: so do we, with
-    one clear line (CONTRACTS: ``configs`` exits as ConfigCommand for every error)."""
+    one clear line (docs/interfaces.md: ``configs`` exits as ConfigCommand for every error)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, trace=True)

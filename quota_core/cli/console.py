@@ -16,7 +16,7 @@ main script's folder is what Streamlit puts first on ``sys.path`` (so ``import u
 the packaged ``ui``), resolves ``st.Page("pages/...")`` against, and reads the product's
 ``.streamlit/config.toml`` from (its script-level config).
 
-Exit codes as the main command (CONTRACTS): 2 for a usage error (a malformed ``--port``,
+Exit codes as the main command (docs/interfaces.md): 2 for a usage error (a malformed ``--port``,
 ``--address`` or ``QUOTA_PORT``), 1 for a runtime failure (the port is taken, the address is
 not this machine's, the app is missing); otherwise Streamlit's own (0 when stopped).
 

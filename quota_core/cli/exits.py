@@ -1,8 +1,9 @@
 """The one mapping from error class to exit status, for every subcommand.
 
-CONTRACTS' table, in code (as httpx keeps ``HTTPCORE_EXC_MAP``): every command ends an error
-of the tree at its one edge, :func:`quota_core.cli.edge.run_command`, which prints the message
-and returns ``exit_code(command, exc)``.
+The exit code table of docs/interfaces.md, in code (as httpx keeps ``HTTPCORE_EXC_MAP``):
+every command ends an error of the tree at its one edge,
+:func:`quota_core.cli.edge.run_command`, which prints the message and returns
+``exit_code(command, exc)``.
 
 * main command, ``apply``, ``collect``, ``analyze``, ``serve-metrics``: 0 done, 1 a runtime
   failure, 2 a usage error, 3 outcome unknown (sent, not confirmed);
@@ -10,7 +11,10 @@ and returns ``exit_code(command, exc)``.
 * ``lint``: 0 no finding at or above ``--fail-on``, 1 any error, 2 findings;
 * ``configs`` (the kafka-configs.sh dialect): as ConfigCommand, 1 for every error, an
   unreadable ``--add-config-file`` or ``--command-config`` included (ConfigCommand prints a
-  stack trace and exits 1; CONTRACTS), and 1 for ``--help`` as ``kafka-configs.sh --help``.
+  stack trace and exits 1; docs/interfaces.md), and 1 for ``--help`` as
+  ``kafka-configs.sh --help``.
+
+tests/test_docs.py holds every exit code table of the docs equal to :data:`EXIT_CODES`.
 
 ``plan`` and ``lint`` keep 2 for their *result*, so a CI job never reads a typo as "changes
 pending". A status that is a result (plan's 2, lint's 2) is returned by the command itself.

@@ -6,7 +6,7 @@ Examples::
     kafka-client-quotas lint quotas.yaml                      # a desired file, no cluster
     kafka-client-quotas lint --sandbox q.sqlite --history history/ --output json
 
-Exit status (CONTRACTS): 0 no finding at or above ``--fail-on`` (default warning), 2 findings
+Exit status (docs/interfaces.md): 0 no finding at or above ``--fail-on`` (default warning), 2 findings
 at or above it, 1 any error, wrong flags and a malformed file included. The rules are the one
 table :data:`quota_core.lint.RULES`; this module only assembles.
 """

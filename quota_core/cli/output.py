@@ -207,7 +207,7 @@ def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
     user, client_id = r.client.user or "", r.client.client_id or ""
     mine = [row for row in client_buckets(rows, user, client_id, quotas) if row.key == key]
     unread = list(reach.unread) if reach is not None else []
-    # The one rule (CONTRACTS.md, Truth): null while a broker is not read.
+    # The one rule (docs/interfaces.md, "Live verdicts"): null while a broker is not read.
     doc = {"throttled": live_verdict(mine, unread), "recent": recent_verdict(mine),
            "unread": unread,
            "brokers": [_broker_json(row) for row in sorted(mine, key=lambda x: x.broker)]}

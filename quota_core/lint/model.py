@@ -27,7 +27,7 @@ __all__ = ["SEVERITIES", "Finding", "Protected", "LintInput", "LintOptions", "pa
            "protected_from_config", "super_users", "WELL_KNOWN", "severity_at_least",
            "request_cap", "exempt_value", "EXEMPT"]
 
-#: Severities, most severe first (CONTRACTS: error, warning, info).
+#: Severities, most severe first (docs/interfaces.md: error, warning, info).
 SEVERITIES: tuple[str, ...] = ("error", "warning", "info")
 
 QuotaSet = Mapping[Entity, Mapping[str, float]]

@@ -26,7 +26,7 @@ from .model import (SEVERITIES, WELL_KNOWN, Finding, LintInput, Protected, exemp
 
 __all__ = ["Rule", "RULES", "RULE_IDS", "LintReport", "run_lint", "NEEDS"]
 
-#: What a rule reads, in words (the README's column and the empty state's).
+#: What a rule reads, in words (docs/lint.md's column and the empty state's).
 NEEDS = {"quotas": "the quota set",
          "settings": "the quota set and the brokers' settings (Kafka's defaults without a "
                      "cluster)",

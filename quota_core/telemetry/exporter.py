@@ -8,7 +8,7 @@ scrape, reads the quota set (``describe``), sweeps the brokers' endpoints
 (:func:`~quota_core.telemetry.sweep.scrape_all`), joins them, and yields gauge families.
 Nothing here writes the exposition format: ``prometheus_client`` does.
 
-Series (README "Use it from your monitoring" has the table):
+Series (docs/monitoring.md has the table):
 
 * per broker and bucket (``broker`` node id, ``quota_type``, ``key``, the bucket's ``user``
   and ``client_id``, the ``entry`` that sets the limit and its ``level``):
@@ -98,7 +98,7 @@ class Health:
     scrape_duration_s: float = 0.0
 
 
-#: One series per lint finding (CONTRACTS "Monitoring": the findings as a gauge); ``entry`` is
+#: One series per lint finding (docs/monitoring.md: the findings as a gauge); ``entry`` is
 #: the entry its fix edits ("" for a broker setting), ``key`` the quota key or broker setting.
 LINT_LABELS = ("rule", "severity", "entry", "user", "client_id", "ip", "key")
 

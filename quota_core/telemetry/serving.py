@@ -92,7 +92,7 @@ class MetricsServer(ThreadingHTTPServer):
         self._texts: dict[str, bytes] = {}
         self._slots = threading.BoundedSemaphore(self.max_connections)
         self._open, self._count_lock = 0, threading.Lock()
-        self.scrapes = 0  # how many scrapes ran (tests, and the README's claim)
+        self.scrapes = 0  # how many scrapes ran (tests, and docs/monitoring.md's claim)
         self.address_family = _family(*address)
         super().__init__(address, _Handler)
 
