@@ -188,6 +188,33 @@ def test_quota_files(world, doc, raw, fmt, mode):
                         "--out", str(d / "report")], 2)
 
 
+@fuzz(150)
+@given(doc=DOC, raw=st.one_of(st.none(), RAW), fmt=st.sampled_from(["json", "yaml"]))
+def test_lint_refuses_exactly_what_plan_refuses(world, doc, raw, fmt):
+    """Issue 32: a CI lint gate passes no file that apply would refuse. ``lint FILE`` and
+    ``plan FILE`` read through the one validator: lint exits 1 (an error) exactly when plan
+    does, and with the same message after their own prefixes."""
+    d, store = world["dir"], world["store"]
+    path = d / f"lint-gen.{fmt}"
+    try:
+        path.write_text(quota_text(doc, raw, fmt), encoding="utf-8", errors="surrogatepass")
+    except UnicodeEncodeError:
+        path.write_bytes(b"\xff")
+    said = {}
+    for kind, argv in (("lint", ["lint", str(path)]), ("plan", ["plan", str(path), "--sandbox", store])):
+        out, err = StringIO(), StringIO()
+        code = main(argv, out, err)
+        COUNTS[kind] = COUNTS.get(kind, 0) + 1
+        assert "Traceback" not in err.getvalue() + out.getvalue(), (argv, err.getvalue())
+        assert "internal error" not in err.getvalue(), (argv, err.getvalue())
+        said[kind] = (code, err.getvalue())
+    (lint_code, lint_err), (plan_code, plan_err) = said["lint"], said["plan"]
+    assert (lint_code == 1) == (plan_code == 1), said
+    if plan_code == 1:  # the same one-line reason, after each command's own prefix
+        reason = plan_err.strip().splitlines()[-1].split(": ", 1)[-1]
+        assert reason in lint_err, said
+
+
 PLAN_EDITS = st.one_of(
     st.tuples(st.just("value"), st.one_of(NUMBERS, st.sampled_from(["null", "true", '"5"', "[]"]))),
     st.tuples(st.just("key"), st.sampled_from(['"bogus"', '""', "1", "null"])),
@@ -391,5 +418,5 @@ def test_fuzz_reached_every_subcommand():
     if os.environ.get("FUZZ_REPORT"):
         print(f"\ninput fuzz: {COUNTS}")
     assert {"plan", "apply", "collect", "analyze", "--metrics", "--import", "properties",
-            "serve-metrics"} <= set(COUNTS)
+            "serve-metrics", "lint"} <= set(COUNTS)
     assert sum(COUNTS.values()) >= 1000 * min(SCALE, 1) * 0.9
