@@ -190,7 +190,7 @@ def _plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if args.out and plan.changes:
             err.write(f"Plan written to {args.out}. Apply it with: {PROG} apply {args.out} "
                       f"{_where_flags(args)}\n")
-        if failed:  # an endpoint given that could not be read: an error (CONTRACTS, plan)
+        if failed:  # an endpoint given that could not be read: an error (docs/plan-apply.md)
             return PLAN_ERROR
         return PLAN_PENDING if plan.changes else PLAN_OK
     except BrokenPipeError as exc:
