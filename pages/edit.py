@@ -27,7 +27,7 @@ from quota_core.keys import QUOTA_KEYS, keys_for
 from quota_core.wording import clients_moved, inherited, plural, quota_before, verb
 from quota_core.changes.workflow import apply_change, preview
 from ui.render import KEY_ORDER, editable_text, exact_text, traffic_rows
-from ui.spread import preview_unread, show_traffic_spreads
+from ui.spread import cluster_unread, preview_unread, show_traffic_spreads
 from ui.history import WHAT_IF_COLUMNS, places as history_places, windows as history_windows
 from ui.live import feed
 from ui.context import context, secrets_dict
@@ -309,7 +309,7 @@ if st.button("Preview", key="ed_preview_btn", type="secondary", icon=":material/
         known = ctx.snapshot.known_clients() + uploaded + (
             clients_seen(series, ANY_OTHER) if series else [])
         ss["ed_preview"] = preview(backend, ctx.snapshot.quotas, alteration, before, known,
-                                   series)
+                                   series, cluster_unread(frame) if series else ())
         ss["ed_history"] = _history_what_if(alteration)
         ss.pop("ed_conflict", None)
     except QuotaError as exc:

@@ -17,7 +17,7 @@ from quota_core.wording import clients_moved, plural, verb
 from quota_core.changes.workflow import apply_changes
 from ui.live import feed
 from ui.render import traffic_rows
-from ui.spread import preview_unread
+from ui.spread import cluster_unread, preview_unread
 from ui.context import context, secrets_dict
 from ui.sidebar import editing_gate, may_apply
 from ui.registry import registry
@@ -69,7 +69,8 @@ if st.button("Plan", key="pl_plan_btn", icon=":material/difference:"):
         live, _ = feed(secrets_dict())
         frame = live.latest() if live is not None else None
         series = list(frame.series) if frame is not None else None
-        ss["pl_plan"] = (key, plan, plan_impact(plan, series, ctx.snapshot.known_clients()))
+        ss["pl_plan"] = (key, plan, plan_impact(plan, series, ctx.snapshot.known_clients(),
+                                                unread=cluster_unread(frame) if series else ()))
         ss["pl_cluster"] = backend.identity()
     except QuotaError as exc:
         for line in str(exc).splitlines():

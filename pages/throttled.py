@@ -96,9 +96,11 @@ def board() -> None:
     c3.metric("buckets without a quota",
               sum(1 for r in rows if r.quota is None) if frame.complete else unknown)
     if not frame.complete:
+        # "The rows below" only when rows follow (issue 27): with none, nothing is below.
+        rows_below = (" The rows below come from the endpoints that answered." if hot else "")
         st.warning(md(f"Counts are unknown while {', '.join(d.label for d in frame.down)} cannot "
-                      f"be read: a bucket there may be throttled. The rows below come from the "
-                      f"endpoints that answered."), icon=":material/visibility_off:")
+                      f"be read: a bucket there may be throttled.{rows_below}"),
+                   icon=":material/visibility_off:")
     if not hot:
         if frame.complete and not unwatched:
             st.success("No bucket is throttled or near its quota.",

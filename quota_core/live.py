@@ -362,15 +362,29 @@ class TrafficChange:
 
     before: BucketUsage
     after: BucketUsage
+    #: The brokers not read (:func:`quota_core.coverage.unread_brokers`).
+    unread: tuple[str, ...] = ()
+    #: Whether any broker read would throttle the bucket after the change at today's rates.
+    bucket_over: bool = False
+
+    @property
+    def throttled(self) -> bool | None:
+        """The bucket's verdict after the change at today's rates, by :func:`live_verdict`:
+        ``None`` (unknown) when no broker read would throttle it and a broker was not read."""
+        return live_verdict([_Over(self.bucket_over or self.after.over_quota)], self.unread)
 
     @property
     def verdict(self) -> str:
         """``"newly throttled"``, ``"freed"``, ``"still throttled"`` or ``"not throttled"``;
         ``"clients move to another bucket"`` when nobody is in this bucket after the change
-        (its rate today is then no one's figure: it is not judged against the new quota)."""
+        (its rate today is then no one's figure: it is not judged against the new quota);
+        ``"unknown: broker N not read"`` instead of "freed" or "not throttled" when a broker
+        was not read and no broker read would throttle the bucket (:func:`live_verdict`)."""
         if self.before.current and not self.after.current:
             return "clients move to another bucket"
         was, now = self.before.over_quota, self.after.over_quota
+        if not now and self.throttled is None:
+            return f"unknown: {brokers_text(self.unread)} could not be read"
         if now and not was:
             return "newly throttled"
         if was and not now:
@@ -378,22 +392,32 @@ class TrafficChange:
         return "still throttled" if now else "not throttled"
 
 
+@dataclass(frozen=True, slots=True)
+class _Over:
+    throttled: bool
+
+
 def traffic_impact(before: Mapping[Entity, Mapping[str, float]],
-                   after: Mapping[Entity, Mapping[str, float]], series: Iterable[Series]
-                   ) -> list[TrafficChange]:
+                   after: Mapping[Entity, Mapping[str, float]], series: Iterable[Series],
+                   unread: Iterable[str] = ()) -> list[TrafficChange]:
     """Every bucket the brokers report whose quota differs between ``before`` and ``after``,
     with whether it would be throttled at today's rate; those that change verdict first.
 
     A bucket is judged with the tags it has today: a change that gives a client a more
-    specific entry also moves it to a new bucket, whose rate is then its own share."""
-    series = list(series)
+    specific entry also moves it to a new bucket, whose rate is then its own share.
+    ``unread``: the brokers not read; a bucket no broker read would throttle is then unknown,
+    not "freed" or "not throttled" (:func:`live_verdict`)."""
+    series, unread = list(series), tuple(unread)
     old = {(r.broker, r.quota_type, r.user, r.client_id): r for r in join_usage(series, before)}
-    changes = [TrafficChange(old[(r.broker, r.quota_type, r.user, r.client_id)], r)
-               for r in join_usage(series, after)
+    new = join_usage(series, after)
+    over = {(r.quota_type, r.user, r.client_id) for r in new if r.over_quota}
+    changes = [TrafficChange(old[(r.broker, r.quota_type, r.user, r.client_id)], r, unread,
+                             (r.quota_type, r.user, r.client_id) in over)
+               for r in new
                if (r.broker, r.quota_type, r.user, r.client_id) in old]
     changes = [c for c in changes
                if (c.before.quota, c.before.level, c.before.source, c.before.current)
                != (c.after.quota, c.after.level, c.after.source, c.after.current)]
     order = {"newly throttled": 0, "freed": 1, "still throttled": 2,
              "clients move to another bucket": 3, "not throttled": 4}
-    return sorted(changes, key=lambda c: (order[c.verdict], -(c.after.rate or 0.0)))
+    return sorted(changes, key=lambda c: (order.get(c.verdict, 3), -(c.after.rate or 0.0)))

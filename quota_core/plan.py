@@ -212,7 +212,10 @@ class PlanImpact:
 
 
 def plan_impact(plan: Plan, series: Sequence | None = None,
-                extra_clients: Sequence[tuple[str, str]] = ()) -> PlanImpact:
+                extra_clients: Sequence[tuple[str, str]] = (),
+                unread: Sequence[str] = ()) -> PlanImpact:
+    """``unread``: the brokers not read (quota_core.coverage.unread_brokers): the verdicts at
+    today's rates are unknown rather than "freed" or "not throttled" then."""
     from .live import clients_seen, traffic_impact
 
     before, after = plan.base, plan.after
@@ -224,7 +227,7 @@ def plan_impact(plan: Plan, series: Sequence | None = None,
     for entity in changed:
         if entity.is_ip:
             ips += [c for c in ip_impact(before, after, entity) if c not in ips]
-    traffic = traffic_impact(before, after, series) if series else []
+    traffic = traffic_impact(before, after, series, unread) if series else []
     return PlanImpact(clients, len(known), ips, traffic)
 
 
@@ -248,7 +251,8 @@ def _impact_json(impact: PlanImpact) -> dict:
             "traffic": [{"broker": t.after.broker, "quota_type": t.after.quota_type,
                          "bucket": t.after.bucket, "rate": _num(t.after.rate),
                          "quota_before": _num(t.before.quota), "quota_after": _num(t.after.quota),
-                         "verdict": t.verdict} for t in impact.traffic]}
+                         "verdict": t.verdict, "throttled": t.throttled,
+                         "unread": list(t.unread)} for t in impact.traffic]}
 
 
 def plan_document(plan: Plan, impact: PlanImpact | None = None, *,

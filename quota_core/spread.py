@@ -198,8 +198,11 @@ class Spread:
             return f"no broker that was read sees its {key} traffic."
         if not traffic:
             return f"no broker sees its {key} traffic, so none throttles it."
+        # With a broker not read, the sum over the brokers read is a lower bound and no
+        # ceiling "in all" follows from them (ui.spread.total_text says "at least" too).
+        least = "at least " if self.unread else ""
         if self.quota is None:
-            return (f"not throttled on any broker: no entry limits {key}; it sends "
+            return (f"not throttled on any broker: no entry limits {key}; it sends {least}"
                     f"{format_rate(key, self.total_rate)} in total ({self._rates(traffic)}).")
         hot = [c for c in self.cells if c.throttled]
         none_there = (f"; {brokers_text(quiet)} {_verb(quiet, 'sees', 'see')} none of its "
@@ -218,7 +221,13 @@ class Spread:
                          + " and ".join(f"broker {c.broker} ({format_rate(key, c.rate)}, "
                                         f"{_pct(c.utilisation)})" for c in cool))
             text += none_there + "."
-            if quiet and key in _WHERE:
+            if self.unread and len(traffic) > 1:
+                text += (f" Each broker enforces {q} on its own: at least "
+                         f"{format_rate(key, self.total_rate)} in total over the brokers "
+                         f"read.")
+            elif self.unread:
+                pass  # the unread broker may carry its traffic: no allowance "in all"
+            elif quiet and key in _WHERE:
                 text += (f" Its traffic reaches {brokers_text(c.broker for c in traffic)} only "
                          f"({_WHERE[key]}), so its whole allowance is "
                          f"{format_quota(key, self.ceiling)}; spread over {len(self.cells)} "
@@ -234,6 +243,11 @@ class Spread:
             return (f"not throttled: {format_rate(key, top.rate)} on broker {top.broker} "
                     f"({_pct(top.utilisation)} of {q}){none_there}.")
         total = format_rate(key, self.total_rate)
+        if self.unread:
+            over = brokers_text(c.broker for c in traffic)
+            return (f"not throttled: at least {total} in total over the brokers read ({over}); "
+                    f"each sees at most {format_rate(key, top.rate)} "
+                    f"({_pct(top.utilisation)} of {q}) and enforces on its own{none_there}.")
         if self.total_rate > self.quota:
             head = f"{total} in total against a {q} quota, and not throttled:"
         else:

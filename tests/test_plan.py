@@ -352,9 +352,34 @@ def test_plan_with_metrics_judges_todays_traffic(tmp_path):
     finally:
         httpd.shutdown()
         httpd.server_close()
-    assert code == 2, err
+    assert code == 1, err  # an endpoint given that could not be read is an error (issue 27)
     assert "1 newly throttled" in out
-    assert err.count("\n") == 1 and f"{url}/gone" in err and "warning" in err
+    assert err.count("\n") == 1 and f"{url}/gone" in err and "unknown" in err
+    # A broker not read: no bucket is "not throttled" or "freed" at today's rates (issue 27).
+    dead = f"127.0.0.1:{httpd.server_address[1]}"
+    assert f"5 unknown (broker {dead} could not be read)" in out
+    assert ": not throttled" not in out and ": freed" not in out
+    assert f"unlimited: unknown: broker {dead} could not be read" in out
+
+
+def test_plan_json_verdict_is_null_while_a_broker_is_unread():
+    from quota_core.live import traffic_impact
+    from quota_core.telemetry.parse import parse_metrics
+    from quota_core.plan import plan_document, plan_impact
+
+    body = (Path(__file__).parent / "fixtures" / "metrics" / "ours.txt").read_text()
+    series = list(parse_metrics(body, "b1"))
+    before = {E(user="someone"): {"producer_byte_rate": 1.0}}
+    desired = {**before, E(client_id="plain-client"): {"producer_byte_rate": 10000.0}}
+    plan = make_plan(before, desired)
+    for unread, expect in (((), False), (("2",), None)):
+        doc = plan_document(plan, plan_impact(plan, series, unread=unread))
+        rows = {r["bucket"].get("client-id"): r for r in doc["impact"]["traffic"]}
+        assert rows["plain-client"]["throttled"] is True
+        assert rows["only:client*"]["throttled"] is expect
+        assert rows["only:client*"]["unread"] == list(unread)
+    assert all(t.throttled is None for t in traffic_impact(before, desired, series, ("2",))
+               if not t.after.over_quota and t.verdict.startswith("unknown"))
 
 
 # -- one drift check: apply and the Plan page (issue 17) ----------------------------------------

@@ -211,3 +211,21 @@ def test_unlimited_and_the_json_facts():
     assert doc["throttled_on"] == ["2"] and doc["ceiling"] == 1 * MiB
     assert doc["total_rate"] == pytest.approx(1.04 * MiB)
     assert doc["sentence"].startswith("Throttled on broker 2 only")
+
+
+# With a broker not read, the total over the brokers read is a lower bound and no ceiling
+# "in all" is claimed over them (issue 27; ui.spread.total_text says "at least" too).
+@pytest.mark.parametrize("loads, starts", [
+    ({"1": (0.8, None), "2": (0.73, None)},
+     "Not throttled on the brokers read: at least 1.53 MiB/s in total over the brokers read "
+     "(brokers 1 and 2); each sees at most"),
+    ({"1": (1.3, 100.0), "2": (0.5, None)}, "Throttled on broker 1 only: 130% of 1 MiB/s"),
+])
+def test_unread_broker_total_is_at_least_and_no_ceiling_in_all(loads, starts):
+    rows, mine = rows_of(loads, "12")
+    sp = spread(P, mine, "123", unread=["3"])
+    text = sp.sentence().text
+    assert text.startswith(starts), text
+    assert "at least" in text and "in all" not in text and "allowance" not in text
+    assert "up to" not in text
+    assert text.endswith(" Broker 3 could not be read: its figures are unknown.")

@@ -143,6 +143,11 @@ def test_no_page_is_green_while_an_endpoint_is_dead_on_a_sandbox(two_brokers):
         where = f"{page} {query or ''}"
         assert_never_all_clear(at, where)
         assert_brokers_once(at, where, {"2": address})
+        if page == "pages/throttled.py":
+            # "The rows below" only when rows are shown (issue 27).
+            warned = " ".join(texts(at.main.warning))
+            assert "Counts are unknown while" in warned, warned
+            assert ("The rows below" in warned) == bool(at.main.dataframe), warned
         if page == "pages/resolve.py":
             # Resolve names broker 2 as not read, and says "unknown", never "not throttled".
             sentences = " ".join(t for t in texts(at.main.html) if "qc-sentence" in t)

@@ -152,20 +152,31 @@ def show_traffic_spreads(changes, key: str = "ed_spread") -> None:
     show_spreads(traffic_spreads(changes, known, unread)[:25], key=key)
 
 
+def cluster_unread(frame) -> tuple[str, ...]:
+    """The brokers of the connected cluster ``frame`` (a live feed round, or None) holds no
+    figures of (:func:`ui.live.frame_unread`): what a verdict at today's rates passes to
+    :func:`quota_core.live.live_verdict`, so the Plan page and the Edit preview agree with
+    ``plan --metrics``."""
+    from .page_context import connected_cluster
+    from .live import frame_unread
+
+    cluster = connected_cluster()
+    return frame_unread(frame, cluster.node_ids if cluster is not None else ())
+
+
 def preview_unread(frame=None) -> tuple[str, ...]:
     """The brokers a preview at today's rates cannot judge (their figures are unknown), each
     once, by node id where known; with a warning naming them. ``frame`` defaults to the live
     feed's latest round."""
-    from .page_context import connected_cluster, secrets_dict
-    from .live import feed, frame_unread
+    from .page_context import secrets_dict
+    from .live import feed
 
     if frame is None:
         live, _ = feed(secrets_dict())
         if live is None:
             return ()
         frame = live.latest(wait_s=0)
-    cluster = connected_cluster()
-    unread = frame_unread(frame, cluster.node_ids if cluster is not None else ())
+    unread = cluster_unread(frame)
     if unread:
         from quota_core.spread import brokers_text
 

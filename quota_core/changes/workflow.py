@@ -91,7 +91,7 @@ class AppliedSet:
 
 def preview(backend: QuotaBackend, quotas: Mapping, alteration: Alteration,
             before: Mapping[str, float], clients: Sequence[tuple[str, str]],
-            series: Sequence | None = None) -> Preview:
+            series: Sequence | None = None, unread: Sequence[str] = ()) -> Preview:
     """Ask the backend to validate (nothing is written) and work out what would change: for
     the known clients, and (with the brokers' live ``series``) for the traffic seen now."""
     outcome = checked_alter(backend, [alteration], validate_only=True)
@@ -106,7 +106,7 @@ def preview(backend: QuotaBackend, quotas: Mapping, alteration: Alteration,
         impact = ip_impact(base, new, alteration.entity)
     else:
         impact = client_impact(base, new, clients, [alteration.entity])
-    traffic = traffic_impact(base, new, series) if series and not alteration.entity.is_ip else []
+    traffic = traffic_impact(base, new, series, unread) if series and not alteration.entity.is_ip else []
     return Preview(alteration, dict(before), after, outcome, entity_diff(before, after),
                    impact, len(clients), traffic)
 

@@ -451,6 +451,17 @@ def format_key_change(key: str, before: float | None, after: float | None,
     return f"{key} {side(before)} → {side(after)}"
 
 
+def _unknown_note(traffic) -> str:
+    """``, 5 unknown (broker 2 could not be read)`` when a verdict is unknown (issue 27)."""
+    unknown = [t for t in traffic if t.throttled is None and t.verdict.startswith("unknown")]
+    if not unknown:
+        return ""
+    from ..live import brokers_text
+
+    return (f", {len(unknown)} unknown ({brokers_text(unknown[0].unread)} could not be "
+            f"read)")
+
+
 def format_plan(plan, impact=None, fmt: str = "text", *, where: str = "",
                 limit: int = 50) -> str:
     """A plan for people: each entity with its keys (+ add, ~ change, - remove), the
@@ -502,7 +513,7 @@ def format_plan(plan, impact=None, fmt: str = "text", *, where: str = "",
             freed = sum(t.verdict == "freed" for t in impact.traffic)
             lines.append(f"At today's rates (live metrics): {len(impact.traffic)} bucket"
                          f"{'' if len(impact.traffic) == 1 else 's'} change quota; {newly} "
-                         f"newly throttled, {freed} freed:")
+                         f"newly throttled, {freed} freed{_unknown_note(impact.traffic)}:")
             name = _plain_name if fmt == "plain" else sanitize
             for t in impact.traffic[:limit]:
                 r = t.after

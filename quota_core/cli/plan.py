@@ -127,19 +127,28 @@ def _location(args: argparse.Namespace) -> str:
     return f"sandbox {args.sandbox}" if args.sandbox else args.bootstrap_server
 
 
-def _series(args: argparse.Namespace, err: TextIO) -> list | None:
+def _series(args: argparse.Namespace, err: TextIO, node_ids=()
+            ) -> tuple[list | None, tuple[str, ...], bool]:
+    """``(the series read, the brokers not read, whether a --metrics endpoint failed)``. A
+    bucket no broker read would throttle is unknown while a broker is not read
+    (quota_core.live.live_verdict); an endpoint given that cannot be read makes the exit 1,
+    after the plan is printed, as --throttled does (docs/cli.md)."""
     if not args.metrics:
-        return None
+        return None, (), False
+    from ..coverage import endpoint_address, unread_brokers
     from ..telemetry.collector import parse_endpoints
     from ..telemetry.scrape import redirect_note
     from ..telemetry.sweep import scrape_all
 
-    series, _ = scrape_all(parse_endpoints(args.metrics), args.timeout,
-                           on_redirect=lambda url, final: err.write(
-                               f"{PROG} plan: {redirect_note(url, final)}\n"),
-                           on_error=lambda _, exc: err.write(
-                               f"{PROG} plan: warning: {exc} (the plan is made without it)\n"))
-    return series
+    series, errors = scrape_all(parse_endpoints(args.metrics), args.timeout,
+                                on_redirect=lambda url, final: err.write(
+                                    f"{PROG} plan: {redirect_note(url, final)}\n"),
+                                on_error=lambda _, exc: err.write(
+                                    f"{PROG} plan: {exc} (its buckets' verdicts at today's "
+                                    f"rates are unknown)\n"))
+    unread = unread_brokers(tuple(node_ids), series.brokers,
+                            [(endpoint_address(e.url), None) for e, _ in errors])
+    return series, unread, bool(errors)
 
 
 # --------------------------------------------------------------------------- plan
@@ -164,12 +173,13 @@ def _plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if args.out and Path(args.out).resolve() == path.resolve():
             raise UsageError(f"--out {args.out} is the desired file itself: write the plan "
                          f"elsewhere, e.g. --out plan.json.")
-        series = _series(args, err)
         with open_backend_from(args) as backend:
             current = backend.describe()
-            cluster = {**cluster_fields(backend.info()), "cluster_id": backend.identity()}
+            info = backend.info()
+            cluster = {**cluster_fields(info), "cluster_id": backend.identity()}
+        series, unread, failed = _series(args, err, getattr(info, "node_ids", ()) or ())
         plan = make_plan(current, desired, prune=args.prune)
-        impact = plan_impact(plan, series)
+        impact = plan_impact(plan, series, unread=unread)
         doc = sign_plan(plan_document(plan, impact, cluster=cluster), plan_key(os.environ))
         if args.out:
             _write_plan(Path(args.out), doc)
@@ -180,6 +190,8 @@ def _plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if args.out and plan.changes:
             err.write(f"Plan written to {args.out}. Apply it with: {PROG} apply {args.out} "
                       f"{_where_flags(args)}\n")
+        if failed:  # an endpoint given that could not be read: an error (docs/plan-apply.md)
+            return PLAN_ERROR
         return PLAN_PENDING if plan.changes else PLAN_OK
     except BrokenPipeError as exc:
         return exit_code("plan", exc)
