@@ -168,16 +168,21 @@ def quota_text(doc, raw, fmt) -> str:
         return json.dumps(doc, allow_nan=True)
 
 
+def write_quota_file(path: Path, doc, raw, fmt: str) -> Path:
+    """A generated quota file at ``path`` (bytes that are not UTF-8 when the text cannot be)."""
+    try:
+        path.write_text(quota_text(doc, raw, fmt), encoding="utf-8", errors="surrogatepass")
+    except UnicodeEncodeError:
+        path.write_bytes(b"\xff")
+    return path
+
+
 @fuzz(300)
 @given(doc=DOC, raw=st.one_of(st.none(), RAW), fmt=st.sampled_from(["json", "yaml"]),
        mode=st.sampled_from(["plan", "import", "analyze-quotas", "analyze-what-if"]))
 def test_quota_files(world, doc, raw, fmt, mode):
     d, store = world["dir"], world["store"]
-    path = d / f"gen.{fmt}"
-    try:
-        path.write_text(quota_text(doc, raw, fmt), encoding="utf-8", errors="surrogatepass")
-    except UnicodeEncodeError:
-        path.write_bytes(b"\xff")
+    path = write_quota_file(d / f"gen.{fmt}", doc, raw, fmt)
     if mode == "plan":
         run("plan", ["plan", str(path), "--sandbox", store], 1)
     elif mode == "import":
@@ -195,11 +200,7 @@ def test_lint_refuses_exactly_what_plan_refuses(world, doc, raw, fmt):
     ``plan FILE`` read through the one validator: lint exits 1 (an error) exactly when plan
     does, and with the same message after their own prefixes."""
     d, store = world["dir"], world["store"]
-    path = d / f"lint-gen.{fmt}"
-    try:
-        path.write_text(quota_text(doc, raw, fmt), encoding="utf-8", errors="surrogatepass")
-    except UnicodeEncodeError:
-        path.write_bytes(b"\xff")
+    path = write_quota_file(d / f"lint-gen.{fmt}", doc, raw, fmt)
     said = {}
     for kind, argv in (("lint", ["lint", str(path)]), ("plan", ["plan", str(path), "--sandbox", store])):
         out, err = StringIO(), StringIO()
