@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 from io import StringIO
 from pathlib import Path
 
@@ -391,12 +392,18 @@ def test_serve_metrics_listen_values(world, host, port, sep):
     value = f"{host}{sep}{port}"
     COUNTS["serve-metrics"] = COUNTS.get("serve-metrics", 0) + 1
 
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"a name lookup for --listen {value!r}")
+    here = threading.current_thread()
+
+    def refusing(real):
+        def lookup(*args, **kwargs):
+            if threading.current_thread() is not here:  # another test's thread (a live feed)
+                return real(*args, **kwargs)
+            raise AssertionError(f"a name lookup for --listen {value!r}")
+        return lookup
 
     with pytest.MonkeyPatch.context() as patch:
         for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex"):
-            patch.setattr(socket, name, refuse)
+            patch.setattr(socket, name, refusing(getattr(socket, name)))
         try:
             got_host, got_port = parse_listen(value)
         except ParseError:
