@@ -276,12 +276,17 @@ def quiet_story(found: list[KeyVerdict]) -> Sentence | None:
     quiet = [v for v in found if is_quiet(v)]
     if not quiet:
         return None
-    who = _client(quiet[0])
-    keys = [f"{v.key} ({_bucket(v.bucket)})" for v in quiet]
-    return Sentence(STATUS, f"No broker reports traffic of {who} on {_listed(keys)}: it is not "
+    return Sentence(STATUS, f"No broker reports traffic of {_on_keys(quiet)}: it is not "
                             f"throttled there.",
                     {"subject": "client", "throttled": False, "brokers": (),
                      "keys": tuple(v.key for v in quiet)})
+
+
+def _on_keys(verdicts: list[KeyVerdict]) -> str:
+    """``client id 'x' of user 'y' on k1 ({bucket}) or k2 ({bucket})``: the client and keys
+    one sentence speaks of."""
+    keys = [f"{v.key} ({_bucket(v.bucket)})" for v in verdicts]
+    return f"{_client(verdicts[0])} on {_listed(keys)}"
 
 
 def unknown_story(found: list[KeyVerdict]) -> Sentence | None:
@@ -290,9 +295,7 @@ def unknown_story(found: list[KeyVerdict]) -> Sentence | None:
     blind = [v for v in found if is_blind(v)]
     if not blind:
         return None
-    who = _client(blind[0])
-    keys = [f"{v.key} ({_bucket(v.bucket)})" for v in blind]
-    return Sentence(STATUS, f"No broker that was read reports traffic of {who} on "
-                            f"{_listed(keys)}. {_unread(blind[0])}",
+    return Sentence(STATUS, f"No broker that was read reports traffic of {_on_keys(blind)}. "
+                            f"{_unread(blind[0])}",
                     {"subject": "client", "throttled": None, "brokers": (),
                      "unread": blind[0].unread, "keys": tuple(v.key for v in blind)})
