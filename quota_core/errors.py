@@ -11,15 +11,18 @@ Everything the library, the CLI, the pages and the backends raise on purpose der
     │   ├── ParseError           text that does not parse (--names, k=v, byte units, files)
     │   │   └── UnreadableConfig (also a ConfigError, below)
     │   └── UsageError           flags that do not go together, or a required one missing
-    │       └── UnreadableFile   a file the user named cannot be read
+    │       ├── UnreadableFile   a file the user named cannot be read
+    │       └── InvalidClientConfig (also a ConfigError, below)
     ├── BackendError             the store or cluster could not do what was asked
     │   ├── ConnectionFailed     broker unreachable / sandbox file unusable
     │   ├── AuthenticationFailed SASL/SSL handshake refused the credentials
     │   ├── NotAuthorized        the principal lacks an ACL (names the operation and resource)
     │   ├── UnsupportedBroker    broker too old for the client-quota APIs (keys 48/49)
     │   ├── ConfigError          a client-properties file we cannot use
-    │   │   └── UnreadableConfig a properties file the user named cannot be read (also a
-    │   │                        ParseError: a usage error, exit 2)
+    │   │   ├── UnreadableConfig a properties file the user named cannot be read (also a
+    │   │   │                    ParseError: a usage error, exit 2)
+    │   │   └── InvalidClientConfig  an unknown key, an unsupported choice or a missing
+    │   │                        store in it (also a UsageError, exit 2)
     │   ├── RequestRejected      the broker refused a whole request (e.g. a filter)
     │   ├── OutcomeUnknown       a change was sent, then the connection was lost: applied?
     │   ├── MetricsError         a metrics endpoint unreachable, or its text unreadable
@@ -57,6 +60,7 @@ __all__ = [
     "UnsupportedBroker",
     "ConfigError",
     "UnreadableConfig",
+    "InvalidClientConfig",
     "RequestRejected",
     "OutcomeUnknown",
     "MetricsError",
@@ -194,6 +198,13 @@ class UnreadableConfig(ConfigError, ParseError):
     regular file, too large or unreadable. A :class:`ConfigError` for the code that reads
     client settings, and a :class:`ParseError` for the CLI: a usage error (exit 2), like an
     unreadable ``--import`` file."""
+
+
+class InvalidClientConfig(ConfigError, UsageError):
+    """Client properties the user gave (``--command-config``, a cluster's ``properties``) that
+    name an unknown key, an unsupported choice or a missing file: a :class:`ConfigError` for
+    the code that reads client settings, and a usage error for the CLI (exit 2), as the
+    contract's "a malformed flag or file that the user gave" says."""
 
 
 # -- the write path (issue 16: lease, read-back conflicts, bound plans) ----------------------

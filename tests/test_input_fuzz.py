@@ -362,7 +362,9 @@ def test_a_jaas_value_split_without_backslashes_names_lines_not_the_password(tmp
                  ["configs", "--bootstrap-server", f"127.0.0.1:{PORT}", "--command-config",
                   str(path), "--describe", "--entity-type", "users"]):
         out, err = StringIO(), StringIO()
-        assert main(argv, out, err) == 1
+        # a malformed file the user gave: a usage error (2), except in the kafka-configs.sh
+        # dialect, which exits 1 for every error as ConfigCommand does
+        assert main(argv, out, err) == (1 if argv[0] == "configs" else 2)
         assert SECRET not in err.getvalue() and "alice" not in err.getvalue()
         assert (f"In {path}, lines 4 and 5 are not Kafka client properties (the text is not "
                 f"shown: it may hold a secret). sasl.jaas.config (line 3) does not end with "

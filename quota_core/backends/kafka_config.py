@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InvalidClientConfig
 
 __all__ = [
     "KafkaClientConfig",
@@ -216,7 +216,7 @@ def parse_jaas_config(text: str) -> tuple[str, str, dict[str, str]]:
 
 
 def _jaas_error(detail: str) -> ConfigError:
-    return ConfigError(f"sasl.jaas.config cannot be parsed: {detail}. (Its text is not shown "
+    return InvalidClientConfig(f"sasl.jaas.config cannot be parsed: {detail}. (Its text is not shown "
                        f"because it contains the password.)", key="sasl.jaas.config")
 
 
@@ -305,7 +305,7 @@ class KafkaClientConfig:
 
 def _require(choice: str, allowed: tuple[str, ...], key: str) -> str:
     if choice not in allowed:
-        raise ConfigError(f"{key}={choice} is not supported: use one of {', '.join(allowed)}.",
+        raise InvalidClientConfig(f"{key}={choice} is not supported: use one of {', '.join(allowed)}.",
                           key=key)
     return choice
 
@@ -315,7 +315,7 @@ def _store_error(kind: str, key: str, store_type: str, pem_keys: str) -> ConfigE
               if kind == "truststore" else
               "openssl pkcs12 -in <file.p12> -nodes -out client.pem (after keytool -importkeystore "
               "-srckeystore <file.jks> -destkeystore <file.p12> -deststoretype PKCS12 for JKS)")
-    return ConfigError(
+    return InvalidClientConfig(
         f"{key} is a {store_type} {kind}, which Python cannot read. Export it to PEM ({export}) "
         f"and set {pem_keys} instead (or ssl.{kind}.type=PEM with a PEM file).", key=key)
 
@@ -357,7 +357,7 @@ def _unknown_error(props: Mapping[str, str], unknown: list[str], source: str,
                  "ssl.key.password, ssl.endpoint.identification.algorithm (and Java's "
                  "ssl.truststore.*/ssl.keystore.* with type PEM). Fix the spelling or remove "
                  "them.")
-    return ConfigError(" ".join(parts), unknown=shown, source=source,
+    return InvalidClientConfig(" ".join(parts), unknown=shown, source=source,
                        lines=sorted(lines[k] for k in hidden if k in lines))
 
 
@@ -382,42 +382,42 @@ def client_config(properties: Mapping[str, str] | None,
     mechanism = username = password = None
     if protocol.startswith("SASL_"):
         if "sasl.mechanism" not in props:
-            raise ConfigError(
+            raise InvalidClientConfig(
                 f"security.protocol={protocol} but sasl.mechanism is not set (Java's default, "
                 f"GSSAPI/Kerberos, is not supported here): set sasl.mechanism=SCRAM-SHA-256, "
                 f"SCRAM-SHA-512 or PLAIN in {source}.", key="sasl.mechanism")
         mechanism = _require(props["sasl.mechanism"].upper(), SASL_MECHANISMS, "sasl.mechanism")
         plain_keys = [k for k in ("sasl.username", "sasl.password") if k in props]
         if plain_keys and "sasl.jaas.config" in props:
-            raise ConfigError(
+            raise InvalidClientConfig(
                 f"{source} gives both sasl.jaas.config and {' and '.join(plain_keys)}: keep one "
                 f"way of giving the credentials.", key="sasl.jaas.config")
         if plain_keys:
             if len(plain_keys) < 2:
                 missing = ({"sasl.username", "sasl.password"} - set(plain_keys)).pop()
-                raise ConfigError(f"{plain_keys[0]} is set but {missing} is not, in {source}.",
+                raise InvalidClientConfig(f"{plain_keys[0]} is set but {missing} is not, in {source}.",
                                   key=missing)
             options = {"username": props["sasl.username"], "password": props["sasl.password"]}
             module = _LOGIN_MODULES[mechanism]
         elif "sasl.jaas.config" not in props:
-            raise ConfigError(
+            raise InvalidClientConfig(
                 f"security.protocol={protocol} needs sasl.jaas.config in {source}, e.g. "
                 f'sasl.jaas.config={_LOGIN_MODULES[mechanism]} required username="alice" '
                 f'password="..."; (or sasl.username and sasl.password)', key="sasl.jaas.config")
         else:
             module, _flag, options = parse_jaas_config(props["sasl.jaas.config"])
         if module != _LOGIN_MODULES[mechanism]:
-            raise ConfigError(
+            raise InvalidClientConfig(
                 f"sasl.jaas.config uses the login module {module}, but sasl.mechanism="
                 f"{mechanism} needs {_LOGIN_MODULES[mechanism]}.", key="sasl.jaas.config")
         username, password = options.get("username"), options.get("password")
         missing = [k for k, v in (("username", username), ("password", password)) if not v]
         if missing:
             missing = " and ".join(missing)
-            raise ConfigError(f"sasl.jaas.config has no {missing}: give username=\"...\" "
+            raise InvalidClientConfig(f"sasl.jaas.config has no {missing}: give username=\"...\" "
                               f"password=\"...\" in {source}.", key="sasl.jaas.config")
     elif sasl_keys:
-        raise ConfigError(
+        raise InvalidClientConfig(
             f"{' and '.join(sasl_keys)} {'is' if len(sasl_keys) == 1 else 'are'} set but "
             f"security.protocol={protocol}, so no SASL authentication would happen: set "
             f"security.protocol=SASL_PLAINTEXT (or SASL_SSL) in {source}.",
@@ -445,7 +445,7 @@ def client_config(properties: Mapping[str, str] | None,
             ignored.append("ssl.keystore.location")
         algorithm = props.get("ssl.endpoint.identification.algorithm", "https").lower()
         if algorithm not in ("https", ""):
-            raise ConfigError(f"ssl.endpoint.identification.algorithm={algorithm} is not "
+            raise InvalidClientConfig(f"ssl.endpoint.identification.algorithm={algorithm} is not "
                               f"supported: use https (check the host name) or an empty value.",
                               key="ssl.endpoint.identification.algorithm")
         ssl_kw = dict(ssl_cafile=cafile, ssl_certfile=certfile, ssl_keyfile=keyfile,
@@ -458,7 +458,7 @@ def client_config(properties: Mapping[str, str] | None,
                                ("ssl_keyfile", "client key file"), ("ssl_crlfile", "CRL file")):
             path = ssl_kw[path_key]
             if path and not Path(str(path)).is_file():
-                raise ConfigError(f"The {what} {path} (from {source}) does not exist or is not "
+                raise InvalidClientConfig(f"The {what} {path} (from {source}) does not exist or is not "
                                   f"a file.", key=path_key)
     else:
         ignored += [k for k in props if k.startswith("ssl.")]
@@ -470,7 +470,7 @@ def client_config(properties: Mapping[str, str] | None,
             if timeout_ms <= 0:
                 raise ValueError
         except ValueError:
-            raise ConfigError(f"request.timeout.ms={props['request.timeout.ms']} is not a "
+            raise InvalidClientConfig(f"request.timeout.ms={props['request.timeout.ms']} is not a "
                               f"positive whole number of milliseconds.",
                               key="request.timeout.ms") from None
     return KafkaClientConfig(
