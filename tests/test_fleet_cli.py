@@ -134,6 +134,7 @@ def test_quota_config_names_the_file_and_a_bad_file_is_a_usage_error(fleet, tmp_
     ["--alter", "--user", "alice", "--client-id", "app", "--add", "producer_byte_rate=9"],
     ["--alter", "--user", "alice", "--client-id", "app", "--delete", "producer_byte_rate"],
     ["--import", "{quotas}"],
+    ["--init"],
 ])
 def test_read_only_cluster_refuses_every_write_and_writes_nothing(fleet, tmp_path, argv):
     quotas = tmp_path / "q.json"
@@ -196,6 +197,37 @@ def test_a_clusters_metrics_fill_in_metrics(tmp_path):
                       'metrics = ["b1=http://127.0.0.1:9/metrics"]\n')
     code, _, err = run("--config", str(config), "--throttled", "--timeout", "2")
     assert code == 1 and "127.0.0.1:9" in err  # the cluster's endpoint was scraped
+
+
+def test_throttled_all_clusters_names_each_clusters_dead_endpoint(tmp_path):
+    for name in ("a", "b"):
+        sandbox_with(tmp_path / f"{name}.sqlite", {ALICE: {"producer_byte_rate": 1e6}})
+    config = tmp_path / "f.toml"
+    config.write_text('[clusters.a]\nsandbox = "a.sqlite"\nmetrics = ["http://127.0.0.1:9/m"]\n'
+                      '[clusters.b]\nsandbox = "b.sqlite"\n')
+    code, out, err = run("--config", str(config), "--throttled", "--all-clusters",
+                         "--output", "json", "--timeout", "2")
+    assert code == 1 and json.loads(out) == []
+    assert "cluster a: " in err and "127.0.0.1:9" in err
+    assert "cluster b: error: --throttled needs --metrics" in err  # b has no endpoints
+
+
+@pytest.mark.parametrize("sub", [["serve-metrics"], ["collect", "--to", "{tmp}/h"],
+                                 ["plan", "{tmp}/q.json"], ["lint"], ["--export", "json"]])
+def test_every_command_takes_cluster_and_refuses_an_unknown_one(fleet, tmp_path, sub):
+    sub = [a.format(tmp=tmp_path) for a in sub]
+    code, _, err = run(*sub, "--config", str(fleet), "--cluster", "prd")
+    assert code in (1, 2)  # plan and lint: 1 for any error
+    assert "unknown cluster 'prd'; known: staging, prod, lab" in err
+
+
+def test_export_and_configs_describe_read_the_named_cluster(fleet):
+    code, out, _ = run("--config", str(fleet), "--cluster", "prod", "--export", "json")
+    assert code == 0 and "2000000" in out and "1000000" not in out
+    code, out, err = run("configs", "--config", str(fleet), "--cluster", "staging",
+                         "--describe", "--entity-type", "users")
+    assert code == 0, err
+    assert "consumer_byte_rate=500000.0" in out  # the odd user that only staging has
 
 
 def test_the_json_splice_only_touches_top_level_rows():
