@@ -12,9 +12,12 @@ cluster's describe is mostly waiting on the network, which the threads overlap. 
 figures printed say which part is which: the per-cluster work summed (``serial_s``) beside
 the concurrent run.
 
+Case ``kafka`` (starts one local broker; run it alone): the same fleet of N names for one
+broker holding E entries, so N connections and N describes over the network.
+
 Cases are functions in :data:`CASES` (name -> function(args) -> dict): add one there.
 
-    .venv/bin/python benchmarks/bench_fleet.py [--case describe] [--clusters 20]
+    .venv/bin/python benchmarks/bench_fleet.py [--case describe|kafka] [--clusters 20]
         [--entries 10000] [--runs 3] [--json]
 """
 from __future__ import annotations
@@ -104,8 +107,41 @@ def case_describe(args: argparse.Namespace) -> dict:
                 "startup_s": round(startup, 3), "cores": os.cpu_count(), "target": 1.5}
 
 
+def case_kafka(args: argparse.Namespace) -> dict:
+    """The same over Kafka: one local broker holding E entries, named N times in the fleet
+    file (N clusters to the CLI, each its own connection), against one cluster. Here the
+    describes mostly wait on the network, which the threads overlap."""
+    from localkafka import LocalBroker
+    from quota_core.backends.kafka import KafkaBackend
+
+    with tempfile.TemporaryDirectory() as tmp, LocalBroker(Path(tmp) / "broker") as broker:
+        with KafkaBackend(broker.bootstrap, timeout_s=60) as backend:
+            outcome = backend.alter([Alteration(Entity.from_pairs([("user", f"user-{i:06d}")]),
+                                                (Op.set("producer_byte_rate", 1e6 + i),))
+                                     for i in range(args.entries)])
+            if not outcome.ok:
+                raise SystemExit(f"seeding failed: {outcome.failed[:3]}")
+        config = Path(tmp) / "fleet.toml"
+        config.write_text("".join(f'[clusters.k{c:02d}]\nbootstrap_servers = '
+                                  f'"{broker.bootstrap}"\n' for c in range(args.clusters)))
+        one = cli("--config", str(config), "--cluster", "k00", "--describe", "--output", "json",
+                  "--timeout", "60")
+        every = cli("--config", str(config), "--all-clusters", "--describe", "--output", "json",
+                    "--timeout", "60")
+        timed(every)  # warm-up
+        singles, fleet_runs = [], []
+        for _ in range(args.runs):
+            singles.append(timed(one))
+            fleet_runs.append(timed(every))
+        single, all_s = statistics.median(singles), statistics.median(fleet_runs)
+        return {"case": "kafka", "clusters": args.clusters, "entries": args.entries,
+                "single_s": round(single, 3), "all_clusters_s": round(all_s, 3),
+                "ratio": round(all_s / single, 2), "cores": os.cpu_count(), "target": 1.5}
+
+
 #: name -> the function that runs the case and returns its figures.
-CASES: dict[str, Callable[[argparse.Namespace], dict]] = {"describe": case_describe}
+CASES: dict[str, Callable[[argparse.Namespace], dict]] = {"describe": case_describe,
+                                                          "kafka": case_kafka}
 
 
 def main() -> None:
@@ -116,7 +152,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="also one JSON object per case")
     args = parser.parse_args()
-    for name in args.case or list(CASES):
+    for name in args.case or ["describe"]:
         result = CASES[name](args)
         if name == "describe":
             print(f"--all-clusters --describe, {result['clusters']} sandbox clusters x "
@@ -128,6 +164,12 @@ def main() -> None:
                   f"{result['ratio']:.2f}x the slowest single (target {result['target']}x)\n"
                   f"  the singles' work one after the other, one process start: "
                   f"{result['serial_s']:.3f} s")
+        elif name == "kafka":
+            print(f"--all-clusters --describe, {result['clusters']} connections to one local "
+                  f"broker x {result['entries']:,} entries ({result['cores']} cores):\n"
+                  f"  one cluster {result['single_s']:.3f} s; all at once "
+                  f"{result['all_clusters_s']:.3f} s = {result['ratio']:.2f}x (target "
+                  f"{result['target']}x)")
         else:
             print(result)
         if args.json:
