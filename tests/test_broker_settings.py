@@ -1,15 +1,15 @@
-"""The broker-settings model (quota_core.brokers): pure, a table of clusters."""
+"""The broker-settings model (quota_core.throttling.brokers): pure, a table of clusters."""
 from __future__ import annotations
 
 import pytest
 
 from quota_core.backends.sandbox import SandboxBackend
-from quota_core.brokers import (DEFAULT_CALLBACK, KAFKA_DEFAULTS, SETTINGS, BrokerSettings,
-                                ClusterSettings, read_settings)
-from quota_core.entities import Entity
+from quota_core.throttling.brokers import (DEFAULT_CALLBACK, KAFKA_DEFAULTS, SETTINGS,
+                                           BrokerSettings, ClusterSettings, read_settings)
+from quota_core.domain.entities import Entity
 from quota_core.errors import ConnectionFailed
-from quota_core.throttle import estimate_throttle
-from quota_core.verdict import read_window
+from quota_core.throttling.throttle import estimate_throttle
+from quota_core.throttling.verdict import read_window
 
 CB = "io.strimzi.kafka.quotas.StaticQuotaCallback"
 
@@ -126,8 +126,8 @@ def test_each_broker_is_estimated_with_its_own_window():
     """A rolling change half done: broker 2 already has 5 windows. The verdict's per-broker
     estimate for broker 2 uses 5 (4 s for twice the quota), broker 1's the cluster's 11."""
     from quota_core import resolve
-    from quota_core.live import BucketUsage
-    from quota_core.verdict import key_verdict
+    from quota_core.throttling.live import BucketUsage
+    from quota_core.throttling.verdict import key_verdict
 
     s = cluster(broker("1"), broker("2", quota_window_num="5"), broker("3"))
     window = s.window()

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from quota_core.alterations import Alteration, Op
+from quota_core.domain.alterations import Alteration, Op
 from quota_core.backends.kafka import KafkaBackend
-from quota_core.entities import Entity
-from quota_core.throttle import estimate_throttle
+from quota_core.domain.entities import Entity
+from quota_core.throttling.throttle import estimate_throttle
 from tests.app_steps import run_app, texts
 from tests.cli_steps import run
 from tests.settings_fixtures import CALLBACK_CLASS, settings_cluster  # noqa: F401  (fixture)

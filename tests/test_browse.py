@@ -13,7 +13,7 @@ from ui.browse import (DEFAULT_LABEL, LEVELS, BrowseFilter, TypeMatch, at_levels
                        level_counts, quota_frame, natural_key, quota_rows, sort_frame)
 from localkafka.demo import demo_quotas
 from quota_core.errors import FilterError
-from quota_core.serialization import from_document
+from quota_core.domain.serialization import from_document
 
 E = Entity.of
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quota_core import ANONYMOUS, CLIENT_KEYS, Entity, resolve_values
-from quota_core.bulk import BulkResolution, bulk_resolve
+from quota_core.domain.bulk import BulkResolution, bulk_resolve
 
 E = Entity.of
 

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 from quota_core import Entity
-from quota_core.alterations import AlterOutcome, Alteration, EntityResult, Op
+from quota_core.domain.alterations import AlterOutcome, Alteration, EntityResult, Op
 from quota_core.backends.base import WriteLease
 from quota_core.backends.sandbox import SandboxBackend
 from quota_core.changes.audit import AuditLog
 from quota_core.changes.progress import ApplyProgress
 from quota_core.changes.workflow import apply_changes
 from quota_core.errors import LeaseUnavailable
-from quota_core.impact import client_impact
-from quota_core.ladder import on_any_ladder, on_ladder
-from quota_core.serialization import dumps
+from quota_core.planning.impact import client_impact
+from quota_core.domain.ladder import on_any_ladder, on_ladder
+from quota_core.domain.serialization import dumps
 from tests.cli_steps import run, sandbox_with, state
 
 E = Entity.of
@@ -114,7 +114,7 @@ def test_on_any_ladder_is_any_on_ladder():
 
 def test_the_impact_of_a_whole_set_does_not_test_every_client_against_every_entity(
         monkeypatch):
-    from quota_core import ladder
+    from quota_core.domain import ladder
 
     calls = {"rung": 0}
     real = ladder.consulted

@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 
 from quota_core import Entity
 from quota_core.cli.main import main
-from quota_core.resolution import resolve_ip
+from quota_core.domain.resolution import resolve_ip
 from quota_core.backends.sandbox import SandboxBackend
-from quota_core.validation import canonical_ip
+from quota_core.domain.validation import canonical_ip
 
 E = Entity.of
 ROOT = Path(__file__).resolve().parents[1]

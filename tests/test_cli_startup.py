@@ -10,8 +10,8 @@ import sys
 
 #: Loaded only by the commands that need them, never by --describe.
 NOT_FOR_DESCRIBE = ["quota_core.cli.configs_compat", "quota_core.changes.audit",
-                    "quota_core.serialization", "quota_core.spread", "quota_core.story",
-                    "quota_core.live", "yaml"]
+                    "quota_core.domain.serialization", "quota_core.throttling.spread", "quota_core.throttling.story",
+                    "quota_core.throttling.live", "yaml"]
 
 
 def _modules_after(code: str) -> set[str]:

@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
-from quota_core.coverage import (endpoint_address, endpoints_from_template, unwatched,
-                                 unwatched_sentence)
+from quota_core.throttling.coverage import (endpoint_address, endpoints_from_template, unwatched,
+                                            unwatched_sentence)
 from quota_core.errors import ParseError
 from tests.cli_steps import run
 from tests.test_app import env  # noqa: F401  (fixture)

@@ -27,11 +27,11 @@ import pytest
 from localkafka import tool_argv
 from quota_core import Alteration, Entity, Op, resolve
 from quota_core.backends.base import checked_alter
-from quota_core.live import join_usage
-from quota_core.spread import spread
+from quota_core.throttling.live import join_usage
+from quota_core.throttling.spread import spread
 from quota_core.telemetry import scrape
 from quota_core.telemetry.schema import usage_samples
-from quota_core.verdict import key_verdict
+from quota_core.throttling.verdict import key_verdict
 from tests.cli_steps import run
 from tests.test_live_kafka import client_metric
 

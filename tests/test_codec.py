@@ -10,9 +10,9 @@ from hypothesis import given, strategies as st
 from quota_core import Alteration, Entity, EntityError, Op
 from quota_core.changes.audit import AuditRecord
 from ui.browse import display_frame, export_csv, frame_quotas, quota_frame
-from quota_core.entities import entity_from_json, entity_to_json
+from quota_core.domain.entities import entity_from_json, entity_to_json
 from quota_core.backends.sandbox import SandboxBackend
-from quota_core.serialization import to_document
+from quota_core.domain.serialization import to_document
 
 names = st.one_of(st.none(), st.text(min_size=1).filter(lambda s: "\x00" not in s))
 

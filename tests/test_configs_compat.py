@@ -9,11 +9,11 @@ import math
 import pytest
 
 from quota_core.cli import main as cli
-from quota_core.cli.configs_compat import (CommandFailed, check_args, format_describe,
-                                           _FLAGS, _WITH_ARG, help_text, is_configs_command,
+from quota_core.cli.configs_compat import (CommandFailed, check_args, format_describe, _FLAGS,
+                                           _WITH_ARG, help_text, is_configs_command,
                                            parse_configs_to_be_added, parse_options)
-from quota_core.java_text import java_double, java_parse_double
-from quota_core.entities import Entity
+from quota_core.domain.java_text import java_double, java_parse_double
+from quota_core.domain.entities import Entity
 
 
 def run(*args: str) -> tuple[int, str, str]:

@@ -30,9 +30,9 @@ import pytest
 
 from localkafka import ensure_jars, tool_argv
 from quota_core.cli import main as cli
-from quota_core.alterations import Alteration, Op, diff_alteration
+from quota_core.domain.alterations import Alteration, Op, diff_alteration
 from quota_core.backends.open import open_backend
-from quota_core.entities import Entity
+from quota_core.domain.entities import Entity
 
 pytestmark = pytest.mark.kafka
 

@@ -60,8 +60,8 @@ from collections import defaultdict  # noqa: E402
 
 from localkafka.demo import (DEMO_PRODUCERS, ONE_BROKER_TOPIC, PARTITIONS,  # noqa: E402
                              SPREAD_TOPIC, demo_quotas, hot_node, leaders, replica_assignment)
-from quota_core.ladder import rung  # noqa: E402
-from quota_core.resolution import resolve_values  # noqa: E402
+from quota_core.domain.ladder import rung  # noqa: E402
+from quota_core.domain.resolution import resolve_values  # noqa: E402
 
 
 def per_broker_use(node_ids):

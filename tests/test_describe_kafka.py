@@ -11,7 +11,7 @@ import pytest
 
 from quota_core import Alteration, Entity, Op
 from quota_core.cli.main import main
-from quota_core.keys import json_number
+from quota_core.domain.keys import json_number
 
 pytestmark = pytest.mark.kafka
 

@@ -14,8 +14,8 @@ from hypothesis import given, settings, strategies as st
 
 from quota_core.cli import output
 from quota_core.cli.output import format_describe, write_describe
-from quota_core.entities import Entity
-from quota_core.keys import json_number
+from quota_core.domain.entities import Entity
+from quota_core.domain.keys import json_number
 
 HARD_NAMES = ["alice", "<default>", "%3Cdefault%3E", "CN=etl,OU=data", "a=b", "a,b", "100%",
               "with space", " leading", "trailing ", "<b>bold</b>&amp;<script>", 'say "hi"',
@@ -150,7 +150,7 @@ def test_any_quota_set_prints_as_json_dumps_printed_it(rows):
 
 def _nested_key(e: Entity) -> tuple:
     """Entity.sort_key as it was (one (type, default?, name) tuple a part): the reference."""
-    from quota_core.entities import _TYPE_ORDER
+    from quota_core.domain.entities import _TYPE_ORDER
 
     return tuple((_TYPE_ORDER[t], n is not None, n or "") for t, n in e.parts)
 

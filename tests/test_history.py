@@ -1,4 +1,4 @@
-"""Questions over the analysed history (quota_core.history): hand-checked small tables."""
+"""Questions over the analysed history (quota_core.analysis.history): hand-checked small tables."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from quota_core import Entity
-from quota_core.history import duration_text, throttle_heatmap, what_if
+from quota_core.analysis.history import duration_text, throttle_heatmap, what_if
 
 T0 = datetime(2025, 1, 6)
 MiB = 1024 * 1024

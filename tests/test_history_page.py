@@ -119,8 +119,8 @@ def test_sizing_table_is_rounded_in_mib_and_now_is_the_clusters(app_env):
     # Issue 15: `9.099977605729402 mutations/s`, MB/s, and a "now" that was the history's.
     import re
 
-    from quota_core.entities import entity_from_json
-    from quota_core.units import format_quota
+    from quota_core.domain.entities import entity_from_json
+    from quota_core.domain.units import format_quota
 
     at = run_page("pages/history.py")
     (table,) = [d.value for d in at.dataframe if "suggested" in d.value.columns]

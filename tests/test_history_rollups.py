@@ -1,4 +1,4 @@
-"""quota_core.history_rollups' pure parts: the freshness line and the hour labels (the tables
+"""quota_core.analysis.history_rollups' pure parts: the freshness line and the hour labels (the tables
 are held equal to the Spark job's in tests/test_pipeline_rollups.py)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from quota_core import history_rollups as hr
+from quota_core.analysis import history_rollups as hr
 
 
 def _epoch(text: str) -> float:

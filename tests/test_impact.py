@@ -1,4 +1,4 @@
-"""quota_core.impact: per-key diffs, known clients, which clients a change moves, conflicts."""
+"""quota_core.planning.impact: per-key diffs, known clients, which clients a change moves, conflicts."""
 from __future__ import annotations
 
 import pytest
@@ -6,11 +6,11 @@ import pytest
 from quota_core import Alteration, Entity, Op
 from localkafka.demo import demo_quotas
 from quota_core.errors import ConcurrentChange, ParseError
-from quota_core.impact import (ANY_OTHER, KeyChange, apply_alteration, client_impact, client_label,
-                               clients_from_entries, could_affect, ensure_unchanged,
-                               entity_diff, ip_impact, parse_clients_csv)
-from quota_core.keys import CLIENT_KEYS
-from quota_core.resolution import ANONYMOUS, resolve_values
+from quota_core.planning.impact import (ANY_OTHER, KeyChange, apply_alteration, client_impact,
+                                        client_label, clients_from_entries, could_affect,
+                                        ensure_unchanged, entity_diff, ip_impact, parse_clients_csv)
+from quota_core.domain.keys import CLIENT_KEYS
+from quota_core.domain.resolution import ANONYMOUS, resolve_values
 
 E = Entity.of
 MiB = 1024 * 1024

@@ -14,7 +14,7 @@ import pytest
 
 from quota_core import Entity
 from quota_core.errors import ParseError
-from quota_core.serialization import MAX_DEPTH, read_quota_file
+from quota_core.domain.serialization import MAX_DEPTH, read_quota_file
 
 from .cli_steps import run, sandbox_with, state
 
@@ -165,7 +165,7 @@ def test_the_edit_pages_clients_upload_is_bounded():
     used to escape as csv.Error (a crash of the page); now one ParseError, as for a file."""
     import csv
 
-    from quota_core.impact import parse_clients_csv
+    from quota_core.planning.impact import parse_clients_csv
     from quota_core.backends.files import upload_text
 
     giant = b"alice," + b"x" * 200_000 + b"\n"

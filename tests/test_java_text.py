@@ -1,9 +1,9 @@
-"""quota_core.java_text: the one imitation of Java's HashMap order, used by the broker's entity
+"""quota_core.domain.java_text: the one imitation of Java's HashMap order, used by the broker's entity
 text (validation) and by the kafka-configs.sh dialect (configs_compat)."""
 import pytest
 
-from quota_core.entities import Entity
-from quota_core.validation import java_entity_text
+from quota_core.domain.entities import Entity
+from quota_core.domain.validation import java_entity_text
 
 
 @pytest.mark.parametrize("pairs, text", [

@@ -20,12 +20,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from quota_core.backends.sandbox import host_resolves
-from quota_core import (Alteration, AuthenticationFailed, ConfigError,
-                        ConnectionFailed, Entity, EntityFilter, FilterComponent, FilterError,
-                        MatchType, NotAuthorized, Op, QuotaError, UnsupportedBroker,
-                        broker_rejection, filter_quotas)
-from quota_core.backends.kafka_config import (client_config, load_command_config,
-                                              parse_jaas_config, parse_properties)
+from quota_core import (Alteration, AuthenticationFailed, ConfigError, ConnectionFailed, Entity,
+                        EntityFilter, FilterComponent, FilterError, MatchType, NotAuthorized, Op,
+                        QuotaError, UnsupportedBroker, broker_rejection, filter_quotas)
+from quota_core.backends.kafka_config import (client_config, load_command_config, parse_jaas_config,
+                                              parse_properties)
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"

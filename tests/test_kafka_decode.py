@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from quota_core.backends import kafka_wire  # noqa: F401  (registers kafka-python lazily)
 from quota_core.backends.kafka_decode import decode_quotas, read_answer
-from quota_core.entities import Entity
+from quota_core.domain.entities import Entity
 from quota_core.errors import EntityError
 
 from kafka.protocol.admin.client_quotas import DescribeClientQuotasResponse as Response

@@ -1,6 +1,6 @@
-"""The ladder is defined once (quota_core.ladder): every resolver follows an edit made there.
+"""The ladder is defined once (quota_core.domain.ladder): every resolver follows an edit made there.
 
-Each test edits only ``quota_core.ladder`` (a reordered table, a changed narrowing rule) and
+Each test edits only ``quota_core.domain.ladder`` (a reordered table, a changed narrowing rule) and
 checks that per-pair resolution, the lean resolver, bulk resolution, bucket resolution,
 browse's level and impact's "is it on this client's ladder" all follow, by comparing them
 with a plain reading of the (edited) table.
@@ -11,14 +11,14 @@ import random
 
 import pytest
 
-from quota_core import ladder
+from quota_core.domain import ladder
 from ui.browse import entity_level
-from quota_core.bulk import bulk_resolve, bulk_resolve_buckets
-from quota_core.entities import Entity
-from quota_core.impact import could_affect
-from quota_core.keys import CLIENT_KEYS
-from quota_core.ladder import ABSENT, DEFAULT, NAME, Rung
-from quota_core.resolution import resolve, resolve_values
+from quota_core.domain.bulk import bulk_resolve, bulk_resolve_buckets
+from quota_core.domain.entities import Entity
+from quota_core.planning.impact import could_affect
+from quota_core.domain.keys import CLIENT_KEYS
+from quota_core.domain.ladder import ABSENT, DEFAULT, NAME, Rung
+from quota_core.domain.resolution import resolve, resolve_values
 
 USERS = ["alice", "bob", "", "<default>", "ANONYMOUS"]
 CLIENTS = ["app", "cli", "", "x=y,z"]

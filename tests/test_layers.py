@@ -25,11 +25,11 @@ def test_import_contracts_hold():
 
 
 @pytest.mark.parametrize("path, line, contract", [
-    ("quota_core/ladder.py", "import streamlit", "pure-core"),
-    ("quota_core/units.py", "import sqlite3", "pure-core"),
-    ("quota_core/resolution.py", "from quota_core.backends import sandbox", "pure-core"),
+    ("quota_core/domain/ladder.py", "import streamlit", "pure-core"),
+    ("quota_core/domain/units.py", "import sqlite3", "pure-core"),
+    ("quota_core/domain/resolution.py", "from quota_core.backends import sandbox", "pure-core"),
     ("ui/render.py", "import pages.browse", "pages-ui-core"),
-    ("quota_core/ladder.py", "import pipeline.columns", "pipeline-uses-core"),
+    ("quota_core/domain/ladder.py", "import pipeline.columns", "pipeline-uses-core"),
     ("quota_core/backends/sandbox.py", "from quota_core.changes import audit",
      "adapters-below-changes"),
     ("quota_core/telemetry/schema.py", "from quota_core.lint import rules",
@@ -70,7 +70,7 @@ def test_the_core_names_no_pipeline_module_and_analyze_is_registered_by_the_pipe
 # --- every module belongs to a contract -------------------------------------------------------
 #: Root packages whose modules are layered among themselves: a contract must place each module
 #: below the package (naming ``quota_core`` as a whole, as pages-ui-core does, says nothing
-#: about what ``quota_core.history_rollups`` may import).
+#: about what ``quota_core.analysis.history_rollups`` may import).
 LAYERED_INSIDE = ("quota_core",)
 
 
@@ -131,7 +131,7 @@ def test_every_module_belongs_to_a_contract():
 
 
 @pytest.mark.parametrize("contract, name, module", [
-    ("pure-core", "quota_core.history_rollups", "quota_core.history_rollups"),
+    ("pure-core", "quota_core.analysis.history_rollups", "quota_core.analysis.history_rollups"),
     ("adapters-below-changes", "lint", "quota_core.lint.history_files"),
     ("pipeline-below-pages", "pipeline", "pipeline.columns"),
 ])
@@ -139,7 +139,7 @@ def test_the_coverage_check_fails_when_a_contract_loses_a_module(contract, name,
     """What the check said before: history_rollups, rate_sketch and lint/history_files were in
     no contract, lint in no layers contract, and nothing constrained the pipeline's imports."""
     contracts = _config()["contracts"]
-    modules = {"quota_core", "quota_core.history_rollups", "quota_core.lint",
+    modules = {"quota_core", "quota_core.analysis.history_rollups", "quota_core.lint",
                "quota_core.lint.history_files", "quota_core.lint.model", "pipeline",
                "pipeline.columns"}
     assert unplaced(modules, contracts) == []

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.demo_history import HistorySpec, generate, quota_sets, write_history
 from quota_core import Entity
-from quota_core.serialization import dumps
+from quota_core.domain.serialization import dumps
 from tests.cli_steps import run, sandbox_with, state
 
 E = Entity.of

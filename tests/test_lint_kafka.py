@@ -6,7 +6,7 @@ import json
 import time
 
 from quota_core import Entity
-from quota_core.alterations import Alteration, Op
+from quota_core.domain.alterations import Alteration, Op
 from quota_core.backends.kafka import KafkaBackend
 from tests.cli_steps import run
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from quota_core import Entity
-from quota_core.brokers import BrokerSettings, ClusterSettings
+from quota_core.throttling.brokers import BrokerSettings, ClusterSettings
 from quota_core.lint.model import EXEMPT
 from quota_core.lint import (RULES, SEVERITIES, LintInput, LintOptions, parse_protected,
                              protected_from_config, run_lint, super_users)
@@ -297,7 +297,7 @@ def _users(hot: int, calm: int, qt="produce", heavy=3e6):
 
 
 #: The fixes' quotas: a p99 of 3e6 B/s (2.861 MiB/s) rounded up to 2.87 MiB/s, one of
-#: 36.9e6 (35.19 MiB/s) to 35.2 MiB/s: quota_core.units.round_up_quota, History's rounding too
+#: 36.9e6 (35.19 MiB/s) to 35.2 MiB/s: quota_core.domain.units.round_up_quota, History's rounding too
 #: (issue 28 moved these from decimal digits, 3e6 and 36.9e6, to the one definition).
 SIZED_3M, SIZED_36_9M = 3_009_414.0, 36_909_876.0
 

@@ -1,4 +1,4 @@
-"""Joining broker quota metrics with the ladder (quota_core.live): hand-checked cases."""
+"""Joining broker quota metrics with the ladder (quota_core.throttling.live): hand-checked cases."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from quota_core import Entity
-from quota_core.live import client_buckets, join_usage, throttled_rows
+from quota_core.throttling.live import client_buckets, join_usage, throttled_rows
 
 MiB = 1024 * 1024
 
@@ -125,7 +125,7 @@ def test_sentences_from_live_figures():
 
 
 def test_traffic_impact_at_todays_rates():
-    from quota_core.live import traffic_impact
+    from quota_core.throttling.live import traffic_impact
 
     series = [S("b1", "produce", "byte-rate", "alice", None, 1.5 * MiB),
               S("b1", "produce", "byte-rate", "dave", None, 3 * MiB),

@@ -22,7 +22,7 @@ import pytest
 from localkafka import tool_argv
 from quota_core import Alteration, Entity, Op
 from quota_core.backends.base import checked_alter
-from quota_core.live import join_usage
+from quota_core.throttling.live import join_usage
 from quota_core.telemetry import scrape
 
 pytestmark = pytest.mark.kafka

@@ -73,8 +73,8 @@ def _cards(at) -> dict[str, str]:
 def test_answer_cards_name_who_an_entry_takes_out_of_a_shared_bucket(sandbox):  # noqa: F811
     from quota_core import resolve
     from localkafka.demo import demo_quotas
-    from quota_core.story import client_story
-    from quota_core.verdict import verdicts
+    from quota_core.throttling.story import client_story
+    from quota_core.throttling.verdict import verdicts
 
     at = run_app(query={"user": "alice", "client_id": "batch-export"})
     cards = _cards(at)
@@ -125,8 +125,8 @@ def test_another_bucket_names_a_client_id_the_brokers_know_from_another_quota_ty
     its own pair (level 2): the verdict names it among {user=alice}'s client ids."""
     from quota_core import resolve
     from localkafka.demo import demo_quotas
-    from quota_core.live import join_usage
-    from quota_core.verdict import verdicts
+    from quota_core.throttling.live import join_usage
+    from quota_core.throttling.verdict import verdicts
     from tests.test_membership import S
 
     MiB = 1024 * 1024
@@ -150,8 +150,8 @@ def test_another_bucket_names_a_client_id_the_brokers_know_from_another_quota_ty
 def test_keys_without_traffic_are_one_sentence():
     from quota_core import resolve
     from localkafka.demo import demo_quotas
-    from quota_core.story import quiet_story
-    from quota_core.verdict import verdicts
+    from quota_core.throttling.story import quiet_story
+    from quota_core.throttling.verdict import verdicts
 
     quotas = demo_quotas()
     found = verdicts(resolve(quotas, "alice", "checkout-api"),

@@ -1,4 +1,4 @@
-"""Bucket membership (quota_core.membership): the one bucket Kafka puts a client in per key,
+"""Bucket membership (quota_core.domain.membership): the one bucket Kafka puts a client in per key,
 checked against ClientQuotaManager.DefaultQuotaCallback.quotaMetricTags case by case; and
 finding 1 of issue 15: a client is never blamed for a bucket it is not in."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import pytest
 
 from quota_core import Entity
-from quota_core.live import client_buckets, join_usage, other_buckets, throttled_rows
-from quota_core.membership import Membership, bucket_tags
+from quota_core.throttling.live import client_buckets, join_usage, other_buckets, throttled_rows
+from quota_core.domain.membership import Membership, bucket_tags
 
 MiB = 1024 * 1024
 P = "producer_byte_rate"
@@ -190,7 +190,7 @@ def test_current_matches_trying_every_known_name():
     import itertools
     import random
 
-    from quota_core import ladder
+    from quota_core.domain import ladder
 
     rng = random.Random(7)
     users, clients = ["a", "b"], ["x", "y"]
@@ -210,7 +210,7 @@ def test_current_matches_trying_every_known_name():
 def test_edit_preview_does_not_judge_a_bucket_its_clients_leave():
     """Edit/Plan previews at today's rates: removing {user=alice} for a client-id default
     empties alice's user bucket (her clients move to client-id buckets): not "freed"."""
-    from quota_core.live import traffic_impact
+    from quota_core.throttling.live import traffic_impact
     from ui.render import traffic_rows
 
     before = {E(user="alice"): {P: 1 * MiB}}

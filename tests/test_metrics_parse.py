@@ -24,7 +24,7 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from quota_core.entities import sanitize
+from quota_core.domain.entities import sanitize
 from quota_core.errors import BackendError, MetricsError, QuotaError
 from quota_core.telemetry.rules import NODE_ID_LABEL, NODE_ID_METRIC
 from quota_core.telemetry import (ATTRIBUTES, QUOTA_TYPES, RULES, QuotaSeries, fetch_text,

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from quota_core import Alteration, Entity, Op
 from quota_core.cli.main import main
-from quota_core.live import join_usage
+from quota_core.throttling.live import join_usage
 from quota_core.telemetry import QuotaSeries
 from quota_core.telemetry.exporter import (SERIES_PER_BUCKET, Health, families, parse_listen,
                                            series_count)

@@ -216,7 +216,7 @@ def test_every_page_shows_stored_names_as_written(hostile):
 def test_the_check_catches_a_name_left_as_markup(name):
     """The checker itself: a name put in markdown or in a note unescaped is caught."""
     from quota_core import resolve
-    from quota_core.shadows import shadow_notes
+    from quota_core.domain.shadows import shadow_notes
     from ui.story import note_html
     from ui.text import code, md
 
@@ -228,6 +228,6 @@ def test_the_check_catches_a_name_left_as_markup(name):
     # Read back as markup (what Resolve did before), the name is lost; from the parts it holds.
     from ui.text import md_note
     assert name not in markdown_text(md_note(note)) or name == "`code`"
-    from quota_core.shadows import shadow_note_parts
+    from quota_core.domain.shadows import shadow_note_parts
     [parts] = shadow_note_parts(resolve(quotas, name, "app"))
     assert f"{{user={name}}}" in html_text(note_html(parts))

@@ -3,7 +3,7 @@
 Every import counts: at module level, under ``if TYPE_CHECKING:`` and inside a function alike
 (grimp's graph, the one import-linter checks). An import moved into a function still makes
 the two modules depend on each other; it only defers the circle from import time to the first
-call, and hides it from the layers. (``quota_core.alterations`` <-> ``quota_core.validation``
+call, and hides it from the layers. (``quota_core.domain.alterations`` <-> ``quota_core.domain.validation``
 was such a circle, through an import inside ``Op.set``.) The fix is a lower home for what both
 need, never a deferred import.
 """

@@ -28,7 +28,7 @@ import pytest
 from localkafka import free_port, stop_process_group
 from pipeline.demo_history import HistorySpec, generate, quota_sets, write_history
 from pipeline.job import run
-from quota_core.serialization import dumps, loads
+from quota_core.domain.serialization import dumps, loads
 from tests.spark_fixtures import comparable
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ import pytest
 from pipeline.errors import PipelineError
 from pipeline.job import run
 from pipeline.kafka_source import stream_windows
-from quota_core.entities import Entity
+from quota_core.domain.entities import Entity
 from quota_core.telemetry.schema import topic_value
 from tests.test_pipeline_tables import SAMPLES, WINDOWS, quota_frame, sample, usage_frame
 
@@ -98,7 +98,7 @@ def test_spark_submit_reads_the_topic(kafka_broker, topic, tmp_path):
 
     import pyspark
 
-    from quota_core.serialization import dumps
+    from quota_core.domain.serialization import dumps
 
     quotas = tmp_path / "quotas.json"
     quotas.write_text(dumps({Entity.of(user="alice", client_id="app"):

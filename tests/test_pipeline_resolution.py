@@ -5,7 +5,7 @@
 (one snapshot repeated, so folding equal snapshots is exercised too, and some samples before
 the first snapshot). The Spark side resolves distinct buckets on the driver and joins; here
 every row is resolved on its own with ``bulk_resolve_buckets`` and compared. The throttle
-column is compared with ``quota_core.throttle.estimate_throttle`` row for row, ties included.
+column is compared with ``quota_core.throttling.throttle.estimate_throttle`` row for row, ties included.
 """
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from pipeline.analysis import windows
 from pipeline.resolve import KEYS, distinct_buckets, with_key
 from pipeline.schema import KEY_FOR_TYPE
 from pipeline.snapshots import entity_json, versions_from_rows, with_version
-from quota_core.bulk import bulk_resolve_buckets
-from quota_core.entities import Entity
-from quota_core.ladder import LADDER, source_entity
-from quota_core.throttle import estimate_throttle
+from quota_core.domain.bulk import bulk_resolve_buckets
+from quota_core.domain.entities import Entity
+from quota_core.domain.ladder import LADDER, source_entity
+from quota_core.throttling.throttle import estimate_throttle
 
 N = 100_000
 USERS = ["alice", "bob", "", "<default>", "ANONYMOUS", "CN=a,OU=b", None]
@@ -165,14 +165,14 @@ def test_throttle_rounds_half_up_and_caps_like_the_core(spark):
 
 
 def test_suggested_quota_column_is_the_cores_suggestion(spark):
-    """Spark's sizing takes quota_core.sizing.suggest_quota's formula (issue 28): every key,
+    """Spark's sizing takes quota_core.analysis.sizing.suggest_quota's formula (issue 28): every key,
     fractions, exact whole numbers and NaN agree value for value."""
     import math
 
     from pyspark.sql import functions as F
 
     from pipeline.columns import suggested_quota
-    from quota_core.sizing import suggest_quota
+    from quota_core.analysis.sizing import suggest_quota
 
     rows = [(k, p) for k in KEYS for p in (1500.2, 1500.0, 0.01234, 10_848_519.5, math.nan)]
     df = spark.createDataFrame(rows, "key string, p99 double")

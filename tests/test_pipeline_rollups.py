@@ -31,8 +31,8 @@ from pipeline.incremental import update_rollups
 from pipeline.job import run
 from quota_core.telemetry.rollup_files import hour_files, load_state, read_daily, read_rollups
 from pipeline.schema import QUOTA_COLUMNS, USAGE_COLUMNS, arrow_schema
-from quota_core import history_rollups, rate_sketch
-from quota_core.entities import Entity
+from quota_core.analysis import history_rollups, rate_sketch
+from quota_core.domain.entities import Entity
 from tests.spark_fixtures import comparable
 
 T0 = datetime(2025, 1, 6)
@@ -169,7 +169,7 @@ def test_tables_from_rollups_are_the_whole_analysis(grown):
 
 
 def test_the_pages_tables_from_rollups_are_the_spark_jobs(grown):
-    """quota_core.history_rollups (pandas, no Spark: what the History page shows) over the
+    """quota_core.analysis.history_rollups (pandas, no Spark: what the History page shows) over the
     final rollups gives the Spark job's by_client sums, by_entry and sizing."""
     base, _, tables = grown
     roll = read_rollups(base / "rollups")

@@ -22,7 +22,7 @@ import pytest
 from pipeline.job import run
 from pipeline.readers import TimeRange
 from pipeline.schema import QUOTA_COLUMNS, USAGE_COLUMNS, arrow_schema
-from quota_core.entities import Entity
+from quota_core.domain.entities import Entity
 
 T0 = datetime(2025, 1, 6, 0, 0)
 ALICE = '{"user":"alice","client-id":"app"}'

@@ -11,11 +11,11 @@ import pytest
 from quota_core import Entity
 from quota_core.changes.audit import AuditLog
 from quota_core.errors import AlterationError, ParseError
-from quota_core.plan import (PLAN_FORMAT, make_plan, plan_document, plan_impact, quota_set_hash,
-                             read_plan)
+from quota_core.planning.plan import (PLAN_FORMAT, make_plan, plan_document, plan_impact,
+                                      quota_set_hash, read_plan)
 from quota_core.backends.sandbox import SandboxBackend
 from tests.cli_steps import run, sandbox_with, state
-from quota_core.serialization import dumps, read_quota_file
+from quota_core.domain.serialization import dumps, read_quota_file
 
 E = Entity.of
 MiB = 1024 * 1024
@@ -61,7 +61,7 @@ DESIRED = ("entries:\n"
             ("{ip=10.0.0.1}", "remove", [("connection_creation_rate", "remove")])], []),
 ])
 def test_plan_changes_per_entity_and_key(prune, expected, unmanaged):
-    from quota_core.plan import change_kind
+    from quota_core.planning.plan import change_kind
 
     plan = make_plan(CURRENT, read_quota_file(DESIRED, "yaml", "want.yaml"), prune=prune)
     got = [(str(c.entity), c.action, [(k.key, change_kind(k)) for k in c.keys])
@@ -224,7 +224,7 @@ def test_partial_failure_says_what_was_applied(store, tmp_path, audit_log, monke
     desired.write_text(DESIRED)
     plan_file = tmp_path / "plan.json"
     assert run("plan", str(desired), "--sandbox", store, "--out", str(plan_file))[0] == 2
-    from quota_core.alterations import AlterOutcome, EntityResult
+    from quota_core.domain.alterations import AlterOutcome, EntityResult
 
     real_alter = SandboxBackend.alter
 
@@ -363,9 +363,9 @@ def test_plan_with_metrics_judges_todays_traffic(tmp_path):
 
 
 def test_plan_json_verdict_is_null_while_a_broker_is_unread():
-    from quota_core.live import traffic_impact
+    from quota_core.throttling.live import traffic_impact
     from quota_core.telemetry.parse import parse_metrics
-    from quota_core.plan import plan_document, plan_impact
+    from quota_core.planning.plan import plan_document, plan_impact
 
     body = (Path(__file__).parent / "fixtures" / "metrics" / "ours.txt").read_text()
     series = list(parse_metrics(body, "b1"))
@@ -384,7 +384,7 @@ def test_plan_json_verdict_is_null_while_a_broker_is_unread():
 
 # -- one drift check: apply and the Plan page (issue 17) ----------------------------------------
 def test_since_plan_tells_unchanged_applied_and_moved_apart():
-    from quota_core.plan import since_plan
+    from quota_core.planning.plan import since_plan
 
     plan = make_plan(CURRENT, read_quota_file(DESIRED, "yaml"))
     assert since_plan(plan, CURRENT).state == "unchanged"

@@ -44,8 +44,8 @@ def test_every_name_in_all_exists_and_star_import_gives_exactly_them():
 
 
 @pytest.mark.parametrize("module", ["quota_core.cli.spec", "quota_core.cli.output",
-                                    "quota_core.serialization", "quota_core.backends.sandbox",
-                                    "quota_core.bulk", "quota_core.backends.base"])
+                                    "quota_core.domain.serialization", "quota_core.backends.sandbox",
+                                    "quota_core.domain.bulk", "quota_core.backends.base"])
 def test_submodule_all_names_exist(module):
     import importlib
 
@@ -69,7 +69,7 @@ def test_import_is_light():
 
 def test_cli_and_sandbox_import_light_too():
     loaded = json.loads(_fresh(
-        "import json, sys\nimport quota_core.cli.main, quota_core.backends.sandbox, quota_core.bulk\n"
+        "import json, sys\nimport quota_core.cli.main, quota_core.backends.sandbox, quota_core.domain.bulk\n"
         f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"))
     assert loaded == []
 

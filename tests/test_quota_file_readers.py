@@ -3,7 +3,7 @@
 ``lint FILE`` used to call seven invalid files clean (exit 0, "0 findings") that ``plan`` and
 ``--import`` refuse. Now every reader runs the same parse and the same checks
 (:func:`quota_core.backends.files.read_quota_path` / ``read_quota_upload``, the strict reader
-and :func:`quota_core.validation.entry_problems`) and refuses every bad file with the same
+and :func:`quota_core.domain.validation.entry_problems`) and refuses every bad file with the same
 one-line message; each exits as docs/interfaces.md says. ``apply`` reads a plan, not a quota
 file: a plan whose changes set the same bad values is refused with the same message.
 ``analyze`` refuses before a Spark session starts.
@@ -21,8 +21,8 @@ from pipeline.analyze import cli_main as analyze_main
 from quota_core import Entity
 from quota_core.backends.files import read_quota_path, read_quota_upload
 from quota_core.errors import ParseError
-from quota_core.plan import Plan, _entity_change, plan_document, quota_set_hash
-from quota_core.serialization import YAML_MAX_CHARS, yaml_max_chars
+from quota_core.planning.plan import Plan, _entity_change, plan_document, quota_set_hash
+from quota_core.domain.serialization import YAML_MAX_CHARS, yaml_max_chars
 from tests.cli_steps import run, sandbox_with, state
 
 ALICE = "{user=alice}"
@@ -188,7 +188,7 @@ def test_yaml_is_read_in_one_pass_without_a_node_graph(tmp_path, monkeypatch):
     speed itself is a benchmark's business, not a unit test's."""
     import yaml
 
-    from quota_core.serialization import dumps, read_quota_file
+    from quota_core.domain.serialization import dumps, read_quota_file
 
     def no_graph(*args, **kwargs):
         raise AssertionError("the YAML reader built PyYAML's node graph")

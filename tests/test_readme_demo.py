@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from quota_core import resolve
-from quota_core.membership import Membership
+from quota_core.domain.membership import Membership
 from localkafka.demo import (DEMO_CONSUMERS, DEMO_PRODUCERS, ONE_BROKER_TOPIC, SPREAD_TOPIC,
                              demo_quotas, leaders)
 

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from quota_core.entities import Entity
-from quota_core.membership import Membership
+from quota_core.domain.entities import Entity
+from quota_core.domain.membership import Membership
 from ui.browse import ALL_KEYS
 from ui.membership import SharedMembership
 
@@ -122,7 +122,7 @@ def test_browse_draws_its_figures_without_a_chart_library(sandbox):
 
 
 def test_a_scrape_round_is_joined_with_the_quotas_once(monkeypatch):
-    import quota_core.live as live
+    import quota_core.throttling.live as live
     from ui.live import Frame, usage_rows
 
     joined = counting(monkeypatch, live, "join_usage")

@@ -41,7 +41,7 @@ def test_unreadable_secrets_stop_with_the_reason(run_dashboard, tmp_path):
 from datetime import datetime, timedelta, timezone  # noqa: E402
 
 from localkafka.demo import BROKER_MEMORY, OTHER_MEMORY, demo_brokers, demo_quotas  # noqa: E402
-from quota_core.entities import entity_from_json  # noqa: E402
+from quota_core.domain.entities import entity_from_json  # noqa: E402
 
 GiB = 2**30
 NEED = 3 * BROKER_MEMORY + OTHER_MEMORY

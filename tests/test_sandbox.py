@@ -16,7 +16,7 @@ from quota_core import (AlterationError, Alteration, Entity, EntityFilter, Filte
 from quota_core.backends.base import checked_alter
 from quota_core.errors import ConnectionFailed
 from quota_core.backends.sandbox import SandboxBackend
-from quota_core.validation import is_ip_literal
+from quota_core.domain.validation import is_ip_literal
 
 E = Entity.of
 A = Alteration.of

@@ -22,7 +22,8 @@ import pytest
 from localkafka import LocalBroker
 from quota_core import Alteration, Entity, EntityError, Op
 from quota_core.cli.main import main
-from quota_core.limits import MAX_RECORDS_PER_REQUEST, POLICY_VIOLATION_MESSAGE, request_batches
+from quota_core.domain.limits import (MAX_RECORDS_PER_REQUEST, POLICY_VIOLATION_MESSAGE,
+                                      request_batches)
 from quota_core.backends.sandbox import SandboxBackend
 
 PBR = "producer_byte_rate"

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quota_core import Alteration, Entity, Op, ParseError
-from quota_core.serialization import FORMAT, dumps, from_document, import_plan, loads, to_document
-from quota_core.validation import entry_problems
+from quota_core.domain.serialization import (FORMAT, dumps, from_document, import_plan, loads,
+                                             to_document)
+from quota_core.domain.validation import entry_problems
 
 E = Entity.of
 
@@ -281,7 +282,7 @@ _JSON = st.recursive(
 def test_the_json_reader_with_lines_reads_what_json_reads(doc, indent):
     """The line-keeping JSON reader (import files) reads each value as :mod:`json` does: keys
     and scalars through the public ``JSONDecoder.raw_decode``, not ``json.decoder`` internals."""
-    from quota_core import serialization
+    from quota_core.domain import serialization
 
     text = json.dumps(doc, indent=indent, ensure_ascii=bool(indent))
     assert serialization._json_tree(text, "t.json") == json.loads(text)
@@ -290,7 +291,7 @@ def test_the_json_reader_with_lines_reads_what_json_reads(doc, indent):
 def test_the_json_reader_uses_no_private_json_module():
     import inspect
 
-    from quota_core import serialization
+    from quota_core.domain import serialization
 
     source = inspect.getsource(serialization)
     assert "json.decoder" not in source and "json.scanner" not in source

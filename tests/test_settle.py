@@ -1,5 +1,5 @@
 """The quota window in the throttle arithmetic, and after a change: when throttling should
-end (quota_core.settle) and which buckets changed within the last window."""
+end (quota_core.throttling.settle) and which buckets changed within the last window."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,8 +10,9 @@ import pytest
 from quota_core import Alteration, Entity, Op
 from quota_core.changes.audit import AuditLog, new_record
 from quota_core.backends.sandbox import SandboxBackend
-from quota_core.settle import changed_lately, recent_changes, settle_text, throttling_ends
-from quota_core.throttle import DEFAULT_WINDOW, QuotaWindow, estimate_throttle
+from quota_core.throttling.settle import (changed_lately, recent_changes, settle_text,
+                                          throttling_ends)
+from quota_core.throttling.throttle import DEFAULT_WINDOW, QuotaWindow, estimate_throttle
 
 MiB = 1024 * 1024
 P = "producer_byte_rate"
@@ -50,7 +51,7 @@ def test_throttling_ends_within_the_window_plus_the_last_delay():
 
 
 @dataclass(frozen=True)
-class Row:  # the fields changed_lately reads of a quota_core.live.BucketUsage
+class Row:  # the fields changed_lately reads of a quota_core.throttling.live.BucketUsage
     key: str
     user: str | None
     client_id: str | None
@@ -87,7 +88,7 @@ class LiveRow(Row):
 
 
 def test_after_a_change_the_edit_result_counts_the_delay_in_force():
-    from quota_core.settle import after_change
+    from quota_core.throttling.settle import after_change
 
     rows = [LiveRow(P, "alice", None, 3, 7400.0),       # {user=alice}: the delay in force
             LiveRow(P, "bob", None, 6, 20_000.0)]       # another user's: not counted

@@ -1,10 +1,10 @@
-"""Shadowed and dead entries (quota_core.shadows): a table of cases."""
+"""Shadowed and dead entries (quota_core.domain.shadows): a table of cases."""
 from __future__ import annotations
 
 import pytest
 
 from quota_core import Entity, resolve
-from quota_core.shadows import dead_keys, shadow_notes
+from quota_core.domain.shadows import dead_keys, shadow_notes
 
 E = Entity.of
 KiB = 1024

@@ -1,7 +1,7 @@
 """Facts defined once (issue 17's "one of each"): every user reads the same definition."""
 import math
 
-from quota_core import live
+from quota_core.throttling import live
 from quota_core.telemetry import schema
 
 
@@ -13,11 +13,11 @@ def test_an_absent_metric_figure_reads_the_same_in_live_rows_and_the_usage_histo
 def test_the_per_entity_read_threshold_is_one_constant(tmp_path, monkeypatch):
     """The apply workflow's read-back and the Kafka backend's propagation check switch from
     one describe per entity to one describe of the set at the same count: limits'."""
-    from quota_core import limits
+    from quota_core.domain import limits
     from quota_core.backends import kafka
     from quota_core.backends.sandbox import SandboxBackend
     from quota_core.changes import workflow
-    from quota_core.entities import Entity
+    from quota_core.domain.entities import Entity
 
     assert workflow.PER_ENTITY_READS is kafka.PER_ENTITY_READS is limits.PER_ENTITY_READS
     entities = [Entity.from_pairs([("user", f"u{i}")]) for i in range(3)]
@@ -49,11 +49,11 @@ def test_the_per_entity_read_threshold_is_one_constant(tmp_path, monkeypatch):
 # -- quota sizing (issue 28): one suggestion, one display rounding ----------------------------
 def test_lint_and_history_size_one_p99_to_one_quota():
     """lint's ``sized`` gave 10,900,000 B/s for a p99 of 10,848,520 where History's
-    ``suggested_value`` gave 10,905,191: both are now quota_core.sizing's suggestion with
-    quota_core.units' one display rounding, and the number shown is the number written."""
+    ``suggested_value`` gave 10,905,191: both are now quota_core.analysis.sizing's suggestion with
+    quota_core.domain.units' one display rounding, and the number shown is the number written."""
     from quota_core.lint.usage import sized
-    from quota_core.sizing import suggest_quota
-    from quota_core.units import format_rate, round_up_quota
+    from quota_core.analysis.sizing import suggest_quota
+    from quota_core.domain.units import format_rate, round_up_quota
     from ui.history import suggested_value
 
     for key, p99 in [("producer_byte_rate", 10_848_520.0), ("consumer_byte_rate", 1_048_577.0),
@@ -68,7 +68,7 @@ def test_lint_and_history_size_one_p99_to_one_quota():
 
 
 def test_suggest_quota_is_the_p99_whole_for_whole_number_keys():
-    from quota_core.sizing import suggest_quota, whole_number_keys
+    from quota_core.analysis.sizing import suggest_quota, whole_number_keys
 
     assert set(whole_number_keys()) == {"producer_byte_rate", "consumer_byte_rate",
                                         "connection_creation_rate"}
@@ -86,7 +86,7 @@ def test_the_pandas_baseline_sizes_with_the_one_suggestion():
 
     import benchmarks.pandas_analysis as baseline
     from quota_core.lint.usage import p99
-    from quota_core.sizing import suggest_quota
+    from quota_core.analysis.sizing import suggest_quota
 
     rates = {("a", "producer_byte_rate"): [1000.25, 1500.5, 1499.75],
              ("b", "producer_byte_rate"): [900.0, 1200.2],

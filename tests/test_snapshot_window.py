@@ -10,12 +10,12 @@ from datetime import datetime, timezone
 import pandas as pd
 import pytest
 
-from quota_core.brokers import BrokerSettings, ClusterSettings
-from quota_core.entities import Entity
+from quota_core.throttling.brokers import BrokerSettings, ClusterSettings
+from quota_core.domain.entities import Entity
 from quota_core.errors import BackendError
 from quota_core.telemetry.schema import (WINDOW_KEYS, snapshot_rows, snapshots_to_quotas,
                                          window_rows, windows_from_rows)
-from quota_core.throttle import QuotaWindow, estimate_throttle
+from quota_core.throttling.throttle import QuotaWindow, estimate_throttle
 
 TS = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 P = "producer_byte_rate"

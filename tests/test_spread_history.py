@@ -1,4 +1,4 @@
-"""History per broker (quota_core.history): the heatmap splits a client by broker where it
+"""History per broker (quota_core.analysis.history): the heatmap splits a client by broker where it
 was throttled on some brokers only, and one sentence says for how long on each."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from quota_core.history import throttle_heatmap, throttled_by_broker
+from quota_core.analysis.history import throttle_heatmap, throttled_by_broker
 
 T0 = datetime(2026, 11, 25, 10)
 MiB = 1024 * 1024

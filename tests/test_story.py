@@ -1,4 +1,4 @@
-"""Resolve's story (quota_core.verdict + quota_core.story): every combination of the level
+"""Resolve's story (quota_core.throttling.verdict + quota_core.throttling.story): every combination of the level
 that sets the quota (1-8, none) × this client throttled or not × another bucket under the same
 user throttled or not, with own and shared buckets. Each sentence is parsed back and checked
 against the verdict and against the ground truth the case was built from, so two sentences
@@ -11,13 +11,14 @@ from dataclasses import dataclass
 import pytest
 
 from quota_core import Entity, explain_key, resolve
-from quota_core import ladder
-from quota_core.live import join_usage
-from quota_core.membership import Membership
-from quota_core.shadows import shadow_notes
-from quota_core.story import bucket_details, client_story, others_story, set_back_story, story
-from quota_core.throttle import QuotaWindow
-from quota_core.verdict import key_verdict, tags_entity
+from quota_core.domain import ladder
+from quota_core.throttling.live import join_usage
+from quota_core.domain.membership import Membership
+from quota_core.domain.shadows import shadow_notes
+from quota_core.throttling.story import (bucket_details, client_story, others_story, set_back_story,
+                                         story)
+from quota_core.throttling.throttle import QuotaWindow
+from quota_core.throttling.verdict import key_verdict, tags_entity
 
 MiB = 1024 * 1024
 P = "producer_byte_rate"

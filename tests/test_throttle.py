@@ -4,8 +4,8 @@ import math
 import pytest
 
 from quota_core import estimate_throttle, rate_window_ms, throttle_time_ms
-from quota_core.throttle import mutation_throttle_ms
-from quota_core.units import format_bytes, parse_byte_rate
+from quota_core.throttling.throttle import mutation_throttle_ms
+from quota_core.domain.units import format_bytes, parse_byte_rate
 
 
 @pytest.mark.parametrize("observed, quota, window, cap, expected", [

@@ -10,8 +10,8 @@ from types import SimpleNamespace as F
 import pytest
 
 from quota_core import Entity
-from quota_core.coverage import unread_brokers
-from quota_core.live import BucketUsage, NOW_SHARE, live_verdict, recent_verdict
+from quota_core.throttling.coverage import unread_brokers
+from quota_core.throttling.live import BucketUsage, NOW_SHARE, live_verdict, recent_verdict
 from tests.cli_steps import run, sandbox_with
 from tests.test_truth_pages import _body, serve
 
@@ -98,7 +98,7 @@ QUOTAS = {Entity.of(user="bob"): {P: 2 * MiB}, Entity.of(user="alice"): {P: 1 * 
 
 
 def test_cli_resolve_is_unknown_while_an_endpoint_is_dead(tmp_path, broker_one, monkeypatch):
-    monkeypatch.setattr("quota_core.live.CONFIRM_S", 0.1)  # bob's bucket looks recent
+    monkeypatch.setattr("quota_core.throttling.live.CONFIRM_S", 0.1)  # bob's bucket looks recent
     store = sandbox_with(tmp_path / "q.sqlite", QUOTAS)
     dead = f"127.0.0.1:{_closed_port()}"
     code, out, err = run("--sandbox", store, "--resolve", "--user", "alice", "--client-id",
@@ -120,9 +120,9 @@ def test_cli_resolve_is_unknown_while_an_endpoint_is_dead(tmp_path, broker_one, 
 
 
 def test_cli_says_throttled_recently_not_now(tmp_path, broker_one, monkeypatch):
-    # The CLI reads a "recent" bucket again CONFIRM_S later (quota_core.live.hold); this
+    # The CLI reads a "recent" bucket again CONFIRM_S later (quota_core.throttling.live.hold); this
     # endpoint's figures never change, so a short wait proves the same.
-    monkeypatch.setattr("quota_core.live.CONFIRM_S", 0.1)
+    monkeypatch.setattr("quota_core.throttling.live.CONFIRM_S", 0.1)
     store = sandbox_with(tmp_path / "q.sqlite", QUOTAS)
     code, out, err = run("--sandbox", store, "--resolve", "--user", "bob", "--client-id",
                          "app", "--metrics", broker_one, "--output", "json")
@@ -146,9 +146,9 @@ def test_cli_says_throttled_recently_not_now(tmp_path, broker_one, monkeypatch):
 def test_one_read_under_the_threshold_is_a_dip_not_the_end():
     """Seen on 4.3.1 brokers: a client held at its quota reads at 30-80 % of it for up to
     about 2 s as the broker's rate window rolls over. A read CONFIRM_S apart that shows it
-    throttled now keeps it "now" (quota_core.live.hold); two reads under 90 % make it
+    throttled now keeps it "now" (quota_core.throttling.live.hold); two reads under 90 % make it
     "recently"."""
-    from quota_core.live import hold
+    from quota_core.throttling.live import hold
 
     dip, now, calm = row(0.6 * MiB, 603.0), row(1.05 * MiB, 549.0), row(0.5 * MiB, 549.0)
     [held] = hold([dip], [now])
@@ -161,7 +161,7 @@ def test_one_read_under_the_threshold_is_a_dip_not_the_end():
 def test_the_spread_is_unknown_while_a_broker_is_not_read():
     """Resolve's grid sentence: "Not throttled on the brokers read … Broker 2 could not be read",
     never a plain "not throttled" (and its tone is not the green of an all-clear)."""
-    from quota_core.spread import spread
+    from quota_core.throttling.spread import spread
     from ui.story import _tone
 
     sp = spread(P, [row(0.4 * MiB, None)], ["1"], unread=["2"])

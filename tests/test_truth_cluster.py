@@ -99,8 +99,8 @@ def test_raising_the_quota_ends_throttled_now_within_the_banner_s_window(kafka_c
                                                                         backend):
     from confluent_kafka.admin import NewTopic
 
-    from quota_core.live import join_usage
-    from quota_core.settle import after_change
+    from quota_core.throttling.live import join_usage
+    from quota_core.throttling.settle import after_change
     from quota_core.telemetry import scrape
 
     topic = f"{CLIENT}-t"

@@ -191,7 +191,7 @@ def test_throttled_now_tells_recently_from_now(sandbox, env, monkeypatch):  # no
                       'kafka_server_produce_throttle_time{user="bob"} 300.0'])
     body = [hot]
     server = serve(body)
-    monkeypatch.setattr("quota_core.live.CONFIRM_S", 0.5)  # rounds come every 0.5 s here
+    monkeypatch.setattr("quota_core.throttling.live.CONFIRM_S", 0.5)  # rounds come every 0.5 s here
     env.setenv("QUOTA_METRICS", f"http://127.0.0.1:{server.server_address[1]}/metrics")
     env.setenv("QUOTA_LIVE_EVERY", "0.5")
     try:
@@ -202,7 +202,7 @@ def test_throttled_now_tells_recently_from_now(sandbox, env, monkeypatch):  # no
         _wait(lambda: any(s.value == 0.5 * MiB for s in live_frames()[-1].series))
         at.run()
         # Not yet: a round under 90 % right after one over it could be a dip
-        # (quota_core.live.hold); "recently" once it has stayed under for CONFIRM_S.
+        # (quota_core.throttling.live.hold); "recently" once it has stayed under for CONFIRM_S.
         counts = {m.label: m.value for m in at.main.metric}
         assert (counts["throttled now"], counts["throttled recently"]) == ("1", "0"), counts
 
@@ -223,7 +223,7 @@ def test_throttled_now_tells_recently_from_now(sandbox, env, monkeypatch):  # no
 def test_the_grid_total_is_never_a_sum_over_the_brokers_read_alone():
     """Resolve's grid while broker 2 was stopped said "in total: 0% of a thread" beside
     "broker 2: not read": the total is unknown then, or a lower bound."""
-    from quota_core.spread import spread
+    from quota_core.throttling.spread import spread
     from ui.spread import spread_grid
 
     class Figure:

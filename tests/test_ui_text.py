@@ -12,7 +12,7 @@ from hypothesis import given, strategies as st
 
 from quota_core import Alteration, Entity, alteration_problems, diff_alteration, parse_quota_value
 from ui.browse import export_csv, quota_frame
-from quota_core.csvsafe import spreadsheet_cell
+from quota_core.domain.csvsafe import spreadsheet_cell
 from quota_core.errors import QuotaError
 from quota_core.backends.sandbox import SandboxBackend
 from tests.app_steps import run_app, texts
@@ -164,7 +164,7 @@ def test_browse_and_edit_names_are_shown_as_text(sandbox):
 def test_sizing_rows_round_up_in_page_units_and_now_is_the_clusters():
     import pandas as pd
 
-    from quota_core.entities import entity_to_json
+    from quota_core.domain.entities import entity_to_json
     from ui.history import sizing_rows
 
     alice, gone = Entity.of(user="alice"), Entity.of(user="gone")
@@ -198,7 +198,7 @@ def test_stale_notice_says_since_when():
 
 def test_audit_csv_export_neutralises_formulas_too(sandbox):
     from quota_core.changes.audit import records_csv
-    from quota_core.csvsafe import spreadsheet_csv
+    from quota_core.domain.csvsafe import spreadsheet_csv
     from tests.test_audit import _record
 
     records = [_record(actor='=HYPERLINK("http://x")'), _record(actor="@SUM(1)")]

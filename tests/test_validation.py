@@ -4,8 +4,8 @@ import math
 import pytest
 
 from quota_core.backends.sandbox import host_resolves
-from quota_core import (Alteration, AlterationError, Entity, EntityError, Op,
-                        alteration_problems, broker_rejection, validate_alterations)
+from quota_core import (Alteration, AlterationError, Entity, EntityError, Op, alteration_problems,
+                        broker_rejection, validate_alterations)
 
 E = Entity.of
 ALICE = E(user="alice")

@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 
 from quota_core import Entity, resolve
-from quota_core.live import join_usage
-from quota_core.membership import Membership
+from quota_core.throttling.live import join_usage
+from quota_core.domain.membership import Membership
 from quota_core.telemetry import scrape
-from quota_core.verdict import key_verdict
+from quota_core.throttling.verdict import key_verdict
 from tests.test_live_kafka import client_metric, confluent_producer, make_exactly
 
 pytestmark = pytest.mark.kafka
@@ -73,7 +73,7 @@ SET_B = ("defaults: pair-default, default-user pair, user default",
 def random_set(seed: int):
     """A seeded quota set over the roster whose every bucket is far from its quota (under 40 %
     or over 250 %), so the broker's verdict is not a coin toss."""
-    from quota_core import ladder
+    from quota_core.domain import ladder
 
     rng = random.Random(seed)
     tag = f"s{seed}"
@@ -161,7 +161,7 @@ def test_a_window_other_than_kafkas_defaults_is_read(tmp_path):
     reads those (not the defaults), and its throttle arithmetic uses them."""
     from localkafka import LocalBroker
     from quota_core.backends.kafka import KafkaBackend
-    from quota_core.throttle import estimate_throttle
+    from quota_core.throttling.throttle import estimate_throttle
 
     broker = LocalBroker(tmp_path / "b", overrides={"quota.window.num": "5",
                                                     "quota.window.size.seconds": "2"})

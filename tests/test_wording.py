@@ -1,4 +1,4 @@
-"""Issue 27 item 5, true words: the sentence templates of quota_core.wording (one place),
+"""Issue 27 item 5, true words: the sentence templates of quota_core.domain.wording (one place),
 each in a table and parsed back against the values it was made from; then the falsehoods the
 issue saw, each on the page or sentence that said it:
 
@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import pytest
 
 from quota_core import Entity, resolve
-from quota_core.impact import fallback
-from quota_core.live import join_usage
-from quota_core.story import quiet_story, story
-from quota_core.units import format_quota, format_rate
-from quota_core.verdict import key_verdict
-from quota_core.wording import (against, clients_moved, inherited, inherited_short, plural,
-                                quota_before, quota_changed, verb)
+from quota_core.planning.impact import fallback
+from quota_core.throttling.live import join_usage
+from quota_core.throttling.story import quiet_story, story
+from quota_core.domain.units import format_quota, format_rate
+from quota_core.throttling.verdict import key_verdict
+from quota_core.domain.wording import (against, clients_moved, inherited, inherited_short, plural,
+                                       quota_before, quota_changed, verb)
 
 MiB = 1024 * 1024
 E = Entity.of

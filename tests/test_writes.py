@@ -17,7 +17,7 @@ import pytest
 from quota_core import Entity
 from quota_core.changes.audit import WRITER_STOPPED, AuditLog, records_csv
 from quota_core.errors import OutcomeUnknown
-from quota_core.plan import quota_set_hash, read_plan
+from quota_core.planning.plan import quota_set_hash, read_plan
 from quota_core.backends.sandbox import SandboxBackend
 from tests.cli_steps import run, sandbox_with, state
 
@@ -223,8 +223,8 @@ def test_an_older_sandbox_gets_an_id_when_planned(tmp_path):
 def _tamper(plan: Path) -> None:
     """Edit an op value and recompute the plain sha256 (after_hash), as the issue's attacker
     did: read_plan's own checks then pass."""
-    from quota_core.alterations import Op, apply_ops
-    from quota_core.serialization import from_document
+    from quota_core.domain.alterations import Op, apply_ops
+    from quota_core.domain.serialization import from_document
 
     doc = json.loads(plan.read_text())
     doc["changes"][0]["ops"][0]["value"] = 999
@@ -298,7 +298,7 @@ def app_env(monkeypatch, tmp_path, audit_log):
 
 
 def test_the_audit_page_shows_an_intent_without_outcome_as_writer_stopped(app_env, audit_log):
-    from quota_core.alterations import Alteration
+    from quota_core.domain.alterations import Alteration
     from quota_core.changes.audit import new_record, store_fields
     from tests.app_steps import run_app
 

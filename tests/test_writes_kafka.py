@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from quota_core import Entity
-from quota_core.alterations import Alteration
+from quota_core.domain.alterations import Alteration
 from quota_core.changes.audit import AuditLog
 from quota_core.errors import LeaseUnavailable
 from quota_core.backends.kafka import KafkaBackend
-from quota_core.plan import read_plan
+from quota_core.planning.plan import read_plan
 from tests.cli_steps import run, sandbox_with
 
 E = Entity.of

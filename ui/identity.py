@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
-    from .settings import AccessPolicy
+    from ui.settings import AccessPolicy
 
 __all__ = ["Identity", "SIGNIN", "PROXY", "LOCAL", "NONE", "LOCAL_MODE_NOTICE",
            "LOCAL_MODE_DETAIL", "is_loopback", "nothing_configured", "access_mode", "identify",

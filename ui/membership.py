@@ -1,6 +1,6 @@
 """The bucket rules over one described set, shared by every page run on it.
 
-:class:`quota_core.membership.Membership` answers from a per-key index of the entries that hold
+:class:`quota_core.domain.membership.Membership` answers from a per-key index of the entries that hold
 the key (~1.6 s to build at 100,000 entries), and :meth:`~Membership.excepted` asks
 :meth:`~Membership.tags` once for every name under the key (~0.2 s per key at 100,000). Resolve
 built a fresh one several times per rerun (its cards, its verdicts, each sentence), so a
@@ -22,9 +22,9 @@ from __future__ import annotations
 import threading
 from typing import Iterable
 
-from quota_core import ladder
-from quota_core.entities import CLIENT_ID, USER
-from quota_core.membership import Membership, Tags
+from quota_core.domain import ladder
+from quota_core.domain.entities import CLIENT_ID, USER
+from quota_core.domain.membership import Membership, Tags
 
 __all__ = ["SharedMembership"]
 

@@ -83,7 +83,7 @@ from kafka.protocol.admin.client_quotas import (  # noqa: E402
     AlterClientQuotasRequest, DescribeClientQuotasRequest, DescribeClientQuotasResponse)
 from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 
-from .kafka_decode import DescribeAnswer, read_answer  # noqa: E402
+from quota_core.backends.kafka_decode import DescribeAnswer, read_answer  # noqa: E402
 
 
 class _RawAnswerType:

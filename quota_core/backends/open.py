@@ -5,8 +5,8 @@ import argparse
 from pathlib import Path
 from typing import Callable
 
-from .base import QuotaBackend
-from ..errors import ConfigError, UsageError
+from quota_core.backends.base import QuotaBackend
+from quota_core.errors import ConfigError, UsageError
 
 __all__ = ["open_backend", "add_backend_arguments", "open_backend_from", "NumberAction",
            "require_sandbox_file"]
@@ -68,14 +68,14 @@ def open_backend(sandbox: str | Path | None = None, bootstrap_servers: str | Non
     if sandbox and bootstrap_servers:
         raise ConfigError("Give either a sandbox file or bootstrap servers, not both.")
     if sandbox:
-        from .sandbox import SandboxBackend
+        from quota_core.backends.sandbox import SandboxBackend
 
         return SandboxBackend(sandbox)
     if not bootstrap_servers:
         raise ConfigError("No backend given: pass --bootstrap-server HOST:PORT for a Kafka "
                           "cluster, or --sandbox PATH for a local sandbox file.")
     try:
-        from .kafka import KafkaBackend
+        from quota_core.backends.kafka import KafkaBackend
     except ImportError as exc:  # kafka-python missing, or the module not there yet
         raise ConfigError(f"The Kafka backend is not available ({exc}). Install the project "
                           f"(pip install -e .) or use --sandbox PATH.") from exc

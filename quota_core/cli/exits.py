@@ -21,7 +21,7 @@ pending". A status that is a result (plan's 2, lint's 2) is returned by the comm
 """
 from __future__ import annotations
 
-from ..errors import OutcomeUnknown, ParseError, QuotaError, UsageError
+from quota_core.errors import OutcomeUnknown, ParseError, QuotaError, UsageError
 
 __all__ = ["EXIT_CODES", "exit_code", "FAILURE", "USAGE", "OUTCOME_UNKNOWN"]
 

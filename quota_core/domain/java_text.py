@@ -4,7 +4,7 @@
 the iteration order of a ``HashMap`` or ``Properties``, Scala's ``Set``/``ArrayBuffer``
 text. Pure functions over strings: the one place these imitations live (the kafka-configs
 dialect in :mod:`quota_core.cli.configs_compat` and the broker's entity text in
-:mod:`quota_core.validation` both use them).
+:mod:`quota_core.domain.validation` both use them).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A rollup row is (hour, broker, bucket, key, level, source) with its sums, maxima and a KLL
 rate sketch; any range of hours is answered by merging rows, as the Spark job does
 (pipeline.rollups.levels, then pipeline.analysis.by_client / by_entry / sizing): the same
-sums and maxima, and percentiles by the rules of :mod:`quota_core.rate_sketch`. A test holds
+sums and maxima, and percentiles by the rules of :mod:`quota_core.analysis.rate_sketch`. A test holds
 these tables equal to the Spark job's over the same rollups.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from . import rate_sketch
-from .sizing import suggest_quota
+from quota_core.analysis import rate_sketch
+from quota_core.analysis.sizing import suggest_quota
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -42,7 +42,7 @@ def freshness(state: dict, now: float) -> str:
     (epoch seconds): ``Rollups up to 2025-01-06 14:05 UTC (40 s ago), updated 12 s ago.``"""
     from datetime import datetime, timezone
 
-    from .history import duration_text
+    from quota_core.analysis.history import duration_text
 
     def age(text: str) -> str:
         then = datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
@@ -91,7 +91,7 @@ def entries(roll: "pd.DataFrame") -> "pd.DataFrame":
 
 
 def sizing(roll: "pd.DataFrame") -> "pd.DataFrame":
-    """Per entry: ``suggested_quota`` (:func:`quota_core.sizing.suggest_quota` of the largest
+    """Per entry: ``suggested_quota`` (:func:`quota_core.analysis.sizing.suggest_quota` of the largest
     p99 rate among the buckets it bound), ``current_quota`` its latest value, ``clients`` and
     ``tightest_client`` (user, client id of that largest p99)."""
     import numpy as np
@@ -147,7 +147,7 @@ def sketch_rows(hourly: "pd.DataFrame", daily: "pd.DataFrame", first: str,
 
 def as_samples(roll: "pd.DataFrame") -> "pd.DataFrame":
     """Each row as one sample standing for its throttled seconds: the shape
-    :func:`quota_core.history.throttle_heatmap` and ``throttled_by_broker`` read (ts, broker,
+    :func:`quota_core.analysis.history.throttle_heatmap` and ``throttled_by_broker`` read (ts, broker,
     user, client_id, key, interval_s, over_quota), giving the same sums per hour as the
     samples themselves."""
     import pandas as pd

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
 
-from . import ladder
-from .entities import Entity
-from .throttle import DEFAULT_WINDOW, QuotaWindow
+from quota_core.domain import ladder
+from quota_core.domain.entities import Entity
+from quota_core.throttling.throttle import DEFAULT_WINDOW, QuotaWindow
 
 __all__ = ["SettleTime", "throttling_ends", "settle_text", "RecentChange", "recent_changes",
            "changed_lately", "after_change"]
@@ -89,7 +89,7 @@ def recent_changes(records: Iterable[object], now: float, window: QuotaWindow = 
     (:class:`quota_core.changes.audit.AuditRecord`, read with ``AuditLog.read()``) or any objects /
     mappings with ``entity`` (an Entity or its JSON), ``ts`` and ``ops`` (``[{"key": …}]``)
     or ``keys``. ``last_throttle_ms`` widens the span by the longest delay in force."""
-    from .entities import entity_from_json
+    from quota_core.domain.entities import entity_from_json
 
     span = window.measured_ms[1] / 1000.0 + max(0.0, last_throttle_ms) / 1000.0
     out = []
@@ -111,7 +111,7 @@ def recent_changes(records: Iterable[object], now: float, window: QuotaWindow = 
 
 def changed_lately(rows: Sequence[object], changes: Sequence[RecentChange]
                    ) -> dict[int, RecentChange]:
-    """Which rows (:class:`quota_core.live.BucketUsage`, by index) had their quota changed by
+    """Which rows (:class:`quota_core.throttling.live.BucketUsage`, by index) had their quota changed by
     one of ``changes``: a change of ``key`` to an entry consulted for the bucket's tags, at or
     above the level that sets its quota now (a change below the winner cannot move it)."""
     marked: dict[int, RecentChange] = {}
@@ -135,7 +135,7 @@ def after_change(entity: Entity, keys: Iterable[str], rows: Sequence[object],
                  ) -> tuple[SettleTime, str]:
     """What the Edit result says after ``entity``'s ``keys`` changed: when throttling of the
     buckets it decides should end, counting the longest delay a broker is giving them now
-    (``rows``: the live :class:`~quota_core.live.BucketUsage` rows, may be empty)."""
+    (``rows``: the live :class:`~quota_core.throttling.live.BucketUsage` rows, may be empty)."""
     import time
 
     at = time.time() if changed_at is None else changed_at

@@ -10,7 +10,7 @@ import string
 from urllib.parse import urlsplit
 from collections.abc import Iterable, Sequence
 
-from .errors import ParseError
+from quota_core.errors import ParseError
 
 __all__ = ["TEMPLATE_FIELDS", "check_endpoint_flags", "check_template", "endpoint_address",
            "endpoints_from_template", "unread_brokers", "unwatched", "unwatched_sentence"]

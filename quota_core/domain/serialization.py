@@ -11,7 +11,7 @@ every entry and key, and refuses, with the line number, what a lenient reader wo
 through silently: a key twice in one mapping (the last would win), YAML anchors, aliases and
 merge keys (which can hide a duplicate), unknown fields and quota keys (with a suggestion),
 values that are not numbers, and every value or entity no quota may have
-(:func:`quota_core.validation.entry_problems`: NaN, infinity, 0 or less, an ip entity that is
+(:func:`quota_core.domain.validation.entry_problems`: NaN, infinity, 0 or less, an ip entity that is
 not an address), so every reader refuses the same files with the same message.
 """
 from __future__ import annotations
@@ -23,11 +23,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .alterations import Alteration, diff_alteration
-from .entities import QuotaSet
-from .entities import Entity
-from .keys import NON_FINITE, json_number, keys_for, too_large_message
-from .errors import ParseError, ValidationError
+from quota_core.domain.alterations import Alteration, diff_alteration
+from quota_core.domain.entities import QuotaSet
+from quota_core.domain.entities import Entity
+from quota_core.domain.keys import NON_FINITE, json_number, keys_for, too_large_message
+from quota_core.errors import ParseError, ValidationError
 
 __all__ = ["FORMAT", "MAX_DEPTH", "MAX_CHARS", "YAML_MAX_CHARS", "to_document",
            "from_document", "dumps", "loads", "import_plan", "QuotaFile", "read_quota_file",
@@ -113,7 +113,7 @@ def _unknown_field(name: Any, allowed: tuple[str, ...]) -> str:
 
 
 def _entries(doc: Any, source: str, strict: bool) -> QuotaFile:
-    from .validation import entry_problems, unknown_key_message
+    from quota_core.domain.validation import entry_problems, unknown_key_message
 
     def at(obj: Any, key: Any = None) -> int | None:
         if key is not None:

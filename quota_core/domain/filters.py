@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Iterable, Mapping
 
-from .entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity
-from .errors import FilterError
+from quota_core.domain.entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity
+from quota_core.errors import FilterError
 
 __all__ = ["MatchType", "FilterComponent", "EntityFilter", "filter_quotas"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .keys import QUOTA_KEYS
+from quota_core.domain.keys import QUOTA_KEYS
 
 __all__ = [
     "DEFAULT_SAMPLES",

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import quote, unquote_plus
 
-from .errors import EntityError
-from .limits import MAX_NAME_BYTES, name_length_problem
+from quota_core.errors import EntityError
+from quota_core.domain.limits import MAX_NAME_BYTES, name_length_problem
 
 __all__ = [
     "ClusterInfo",

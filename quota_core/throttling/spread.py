@@ -9,7 +9,7 @@ send up to N × quota and be throttled nowhere. The figures here are never summe
 "cluster" throttle: the summed rate and the ceiling (quota × brokers with traffic) are told
 *beside* the per-broker figures, to explain them.
 
-The sentence carries its claims (:class:`quota_core.story.Sentence`), so tests can parse it
+The sentence carries its claims (:class:`quota_core.throttling.story.Sentence`), so tests can parse it
 back and check it against the figures and against the other sentences.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from .live import broker_order, brokers_text
-from .story import Sentence
-from .units import format_quota, format_rate
+from quota_core.throttling.live import broker_order, brokers_text
+from quota_core.throttling.story import Sentence
+from quota_core.domain.units import format_quota, format_rate
 
 __all__ = ["BrokerCell", "Spread", "Reach", "spread", "bucket_spreads", "judged_spread",
            "broker_order", "brokers_text", "SPREAD"]
@@ -78,7 +78,7 @@ class BrokerCell:
     quota: float | None
     throttle_ms: float | None
     throttled: bool
-    #: Throttled recently, not now (quota_core.live.BucketUsage.recent).
+    #: Throttled recently, not now (quota_core.throttling.live.BucketUsage.recent).
     recent: bool = False
 
     @property
@@ -129,8 +129,8 @@ class Spread:
     def throttled(self) -> bool | None:
         """Throttled on at least one broker (each on its own; never a summed verdict); None
         (unknown) when none read is and a broker could not be read: the one rule,
-        :func:`quota_core.live.live_verdict`."""
-        from .live import live_verdict
+        :func:`quota_core.throttling.live.live_verdict`."""
+        from quota_core.throttling.live import live_verdict
 
         return live_verdict(self.cells, self.unread)
 
@@ -267,7 +267,7 @@ def _limit(figure) -> float | None:
 def spread(key: str, figures: Iterable, brokers: Iterable[str] = (),
            quota: float | None = None, unread: Iterable[str] = ()) -> Spread:
     """The spread of one bucket of ``key``: ``figures`` are its rows, at most one per broker
-    (:class:`quota_core.live.BucketUsage` or :class:`quota_core.verdict.BrokerFigure`);
+    (:class:`quota_core.throttling.live.BucketUsage` or :class:`quota_core.throttling.verdict.BrokerFigure`);
     ``brokers`` every broker known to exist (those the scrape read), so a broker that
     reports nothing for the bucket shows as one without its traffic; ``quota`` the bucket's
     quota when no figure carries it; ``unread`` brokers whose metrics could not be read."""
@@ -286,7 +286,7 @@ def spread(key: str, figures: Iterable, brokers: Iterable[str] = (),
 
 def bucket_spreads(rows: Iterable, brokers: Iterable[str] | None = None,
                    unread: Iterable[str] = ()) -> dict[tuple, Spread]:
-    """Every bucket in ``rows`` (:class:`quota_core.live.BucketUsage`, any brokers) spread
+    """Every bucket in ``rows`` (:class:`quota_core.throttling.live.BucketUsage`, any brokers) spread
     over the brokers: ``{(quota_type, user, client_id): Spread}``. ``brokers`` defaults to
     every broker the rows come from (those whose metrics were read)."""
     rows = list(rows)

@@ -5,9 +5,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Iterable, Mapping
 
-from .entities import Entity
-from .errors import AlterationError
-from .keys import same_value, too_large_message
+from quota_core.domain.entities import Entity
+from quota_core.errors import AlterationError
+from quota_core.domain.keys import same_value, too_large_message
 
 __all__ = ["Op", "Alteration", "EntityResult", "AlterOutcome", "apply_ops", "diff_alteration"]
 

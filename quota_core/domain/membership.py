@@ -5,7 +5,7 @@ Kafka puts a client in exactly **one** bucket per quota type (ClientQuotaManager
 
 * when the entries holding the key are all of one kind (all pairs, all user-only or all
   client-id-only) every client gets tags of that shape, even a client no entry limits;
-* otherwise the first rung of the ladder (:data:`quota_core.ladder.LADDER`) whose entry holds
+* otherwise the first rung of the ladder (:data:`quota_core.domain.ladder.LADDER`) whose entry holds
   the key decides: its parts are the tags (both for 1, 2, 4, 5; user for 3, 6; client id for
   7, 8); with none, the client id alone (also when no entry holds the key at all).
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, TypeVar
 
-from . import ladder
-from .entities import CLIENT_ID, USER, Entity
+from quota_core.domain import ladder
+from quota_core.domain.entities import CLIENT_ID, USER, Entity
 
 __all__ = ["Tags", "Membership", "bucket_tags", "split_rows", "kind_of_tags", "names_text",
            "NAMES_SHOWN"]
@@ -175,7 +175,7 @@ def split_rows(rows: Iterable[R], membership: Membership, user: str, client_id: 
     """``(own, others)``: the rows of this client's own bucket per key, and the rows of
     *other* buckets that share its user or its client id (never its own figures).
 
-    Rows need ``key``, ``user`` and ``client_id`` (a :class:`quota_core.live.BucketUsage`)."""
+    Rows need ``key``, ``user`` and ``client_id`` (a :class:`quota_core.throttling.live.BucketUsage`)."""
     own: list[R] = []
     others: list[R] = []
     for r in rows:

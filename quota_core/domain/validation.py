@@ -13,11 +13,11 @@ import ipaddress
 import math
 from typing import Callable, Iterable, Mapping, Sequence
 
-from .alterations import Alteration
-from .entities import IP, Entity
-from .errors import AlterationError, Problem
-from .java_text import _hashmap_order, _java_hash
-from .keys import QUOTA_KEYS, keys_for, too_large_message
+from quota_core.domain.alterations import Alteration
+from quota_core.domain.entities import IP, Entity
+from quota_core.errors import AlterationError, Problem
+from quota_core.domain.java_text import _hashmap_order, _java_hash
+from quota_core.domain.keys import QUOTA_KEYS, keys_for, too_large_message
 
 __all__ = [
     "alteration_problems",
@@ -269,7 +269,7 @@ def broker_rejection(alteration: Alteration, *,
 
 def java_entity_text(entity: Entity) -> str:
     """``ClientQuotaEntity.toString()`` as a broker prints it: its entries HashMap (16 buckets)
-    iterated in Java's order (:func:`~quota_core.java_text._hashmap_order`), null defaults."""
+    iterated in Java's order (:func:`~quota_core.domain.java_text._hashmap_order`), null defaults."""
     parts = list(entity.parts)
     order = _hashmap_order([_java_hash(t) for t, _ in parts], 16)
     return "ClientQuotaEntity(entries={" + ", ".join(

@@ -7,10 +7,10 @@ while a rolling change is half done:
 - ``client.quota.callback.class`` (KIP-257): when set, a plugin decides each client's quota
   and bucket; the describe output and the 8-level ladder no longer decide enforcement.
 - ``quota.window.num`` × ``quota.window.size.seconds``: the window every byte-rate and request
-  throttle is computed over (:class:`quota_core.throttle.QuotaWindow`).
+  throttle is computed over (:class:`quota_core.throttling.throttle.QuotaWindow`).
 - ``metrics.num.samples`` × ``metrics.sample.window.ms``: the broker's own metric samples,
   which its ``throttle-time`` average covers (2 × 30 s by default), so a throttle shows there
-  up to that long after it ended (:attr:`quota_core.throttle.QuotaWindow.throttle_memory_ms`).
+  up to that long after it ended (:attr:`quota_core.throttling.throttle.QuotaWindow.throttle_memory_ms`).
 - ``controller.quota.window.num`` × ``controller.quota.window.size.seconds``: the token bucket
   of ``controller_mutation_rate``.
 - ``max.connection.creation.rate`` (KIP-612): the broker-wide cap on new connections per
@@ -29,8 +29,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .throttle import (DEFAULT_METRIC_SAMPLE_MS, DEFAULT_METRIC_SAMPLES, DEFAULT_SAMPLES,
-                       DEFAULT_SAMPLE_MS, QuotaWindow)
+from quota_core.throttling.throttle import (DEFAULT_METRIC_SAMPLE_MS, DEFAULT_METRIC_SAMPLES,
+                                            DEFAULT_SAMPLES, DEFAULT_SAMPLE_MS, QuotaWindow)
 
 __all__ = ["SETTINGS", "KAFKA_DEFAULTS", "DEFAULT_CALLBACK", "CONFIG_SOURCES", "BrokerSettings",
            "Disagreement", "ClusterSettings", "SettingsNote", "read_settings"]
@@ -338,7 +338,7 @@ class ClusterSettings:
 def read_settings(backend) -> ClusterSettings:
     """The broker settings behind ``backend`` (``QuotaBackend.broker_settings``), or Kafka's
     defaults saying why when they cannot be read: an explanation never fails for want of them."""
-    from .errors import QuotaError
+    from quota_core.errors import QuotaError
 
     try:
         return backend.broker_settings()

@@ -1,4 +1,4 @@
-"""Resolve's story, rendered from one :class:`~quota_core.verdict.KeyVerdict` per key.
+"""Resolve's story, rendered from one :class:`~quota_core.throttling.verdict.KeyVerdict` per key.
 
 Per key, from the client's point of view: whether *this* client is throttled now, in which
 bucket and on which broker; the entry that sets its quota; who shares its allowance; what the
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .entities import Entity
-from .live import broker_name, brokers_text
-from .membership import Tags
-from .units import format_quota, format_rate
-from .verdict import BrokerFigure, KeyVerdict, tags_entity
-from .wording import against
+from quota_core.domain.entities import Entity
+from quota_core.throttling.live import broker_name, brokers_text
+from quota_core.domain.membership import Tags
+from quota_core.domain.units import format_quota, format_rate
+from quota_core.throttling.verdict import BrokerFigure, KeyVerdict, tags_entity
+from quota_core.domain.wording import against
 
 __all__ = ["Sentence", "client_story", "bucket_details", "others_story", "set_back_story",
            "story", "quiet_story", "unknown_story", "has_traffic", "traffic", "is_quiet",
@@ -52,7 +52,7 @@ def _figures(key: str, figures: tuple[BrokerFigure, ...], limit: float | None) -
 
 
 def has_traffic(b: BrokerFigure) -> bool:
-    """The broker sees this bucket's traffic (as :attr:`quota_core.spread.BrokerCell.traffic`):
+    """The broker sees this bucket's traffic (as :attr:`quota_core.throttling.spread.BrokerCell.traffic`):
     a bucket the broker reports at rate 0 is not "0 of 10 on broker 3", it has no traffic
     there."""
     return b.throttled or (b.rate is not None and b.rate > 0)

@@ -1,6 +1,6 @@
 """Bulk resolution: many (user, client-id) pairs against one quota set, vectorised.
 
-Same answers as :func:`quota_core.resolution.resolve_values`, pair for pair, but the work is
+Same answers as :func:`quota_core.domain.resolution.resolve_values`, pair for pair, but the work is
 done once per *distinct* user and client id and then gathered with numpy, so a million pairs
 resolve in well under a second. Used by pages (every known client at once) and the pipeline.
 numpy and pandas are imported here only, lazily, so the rest of the core stays light.
@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from .entities import CLIENT_ID, IP, USER, Entity
-from .keys import CLIENT_KEYS
-from . import ladder
-from .ladder import ABSENT, DEFAULT, NAME
-from .resolution import ANONYMOUS
+from quota_core.domain.entities import CLIENT_ID, IP, USER, Entity
+from quota_core.domain.keys import CLIENT_KEYS
+from quota_core.domain import ladder
+from quota_core.domain.ladder import ABSENT, DEFAULT, NAME
+from quota_core.domain.resolution import ANONYMOUS
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -69,7 +69,7 @@ def bulk_resolve(quotas: Mapping[Entity, Mapping[str, float]],
                  users: Sequence[str | None], client_ids: Sequence[str | None],
                  keys: tuple[str, ...] = CLIENT_KEYS) -> BulkResolution:
     """Resolve each client ``(users[i], client_ids[i])``; None means ANONYMOUS / the empty
-    client id. Rungs are consulted as :func:`quota_core.ladder.consulted` says."""
+    client id. Rungs are consulted as :func:`quota_core.domain.ladder.consulted` says."""
     _same_length(users, client_ids)
     ucodes, uniq_users = _codes(users, ANONYMOUS)
     ccodes, uniq_clients = _codes(client_ids, "")
@@ -83,7 +83,7 @@ def bulk_resolve_buckets(quotas: Mapping[Entity, Mapping[str, float]],
                          keys: tuple[str, ...] = CLIENT_KEYS) -> BulkResolution:
     """The limit of each broker bucket, from its metric tags: ``users[i]`` / ``client_ids[i]``
     is the tag's raw value, None (or "") when the bucket is not keyed by that tag. Only the
-    rungs :func:`quota_core.ladder.levels_for_tags` allows can set a bucket's limit."""
+    rungs :func:`quota_core.domain.ladder.levels_for_tags` allows can set a bucket's limit."""
     _same_length(users, client_ids)
     ucodes, uniq_users = _codes([u or None for u in users], "")
     ccodes, uniq_clients = _codes([c or None for c in client_ids], "")

@@ -1,6 +1,6 @@
 """Which quota applies to a client, and why (ClientQuotaManager's default callback).
 
-Each quota key is resolved on its own down the ladder of :mod:`quota_core.ladder` (the one
+Each quota key is resolved on its own down the ladder of :mod:`quota_core.domain.ladder` (the one
 definition of rungs, buckets and the empty-name narrowing); this module adds the
 explanation: every rung with what it holds, which keys it wins and which it shadows.
 For ip: {ip=X}, then {ip=<default>}.
@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .entities import CLIENT_ID, IP, USER, Entity
-from .keys import CLIENT_KEYS, IP_KEYS
-from . import ladder
-from .ladder import CLIENT_BUCKET, LADDER, PAIR, USER_BUCKET, Rung, active_levels
+from quota_core.domain.entities import CLIENT_ID, IP, USER, Entity
+from quota_core.domain.keys import CLIENT_KEYS, IP_KEYS
+from quota_core.domain import ladder
+from quota_core.domain.ladder import CLIENT_BUCKET, LADDER, PAIR, USER_BUCKET, Rung, active_levels
 
 __all__ = [
     "ANONYMOUS",
@@ -188,7 +188,7 @@ def resolve_ip(quotas: Mapping[Entity, Mapping[str, float]], ip: str) -> Resolut
     # matches, and ::ffff:1.2.3.4 is 1.2.3.4 (Java makes it an Inet4Address).
     own = Entity(((IP, ip),))
     if own not in quotas:
-        from .validation import same_address
+        from quota_core.domain.validation import same_address
 
         own = next((e for e in quotas if e.is_ip and e.name(IP) is not None
                     and same_address(ip, e.name(IP))), own)  # type: ignore[arg-type]

@@ -3,15 +3,15 @@
 The suggestion for an entry is the largest p99 rate among the buckets it bound (per broker:
 quotas are enforced by each broker on its own), a whole number for whole-number keys (rounded
 *up*: a smaller quota would not keep that rate under it). Lint's chronic fix, History's sizing
-table, the rollups reader (quota_core.history_rollups), the Spark job (pipeline.analysis) and
+table, the rollups reader (quota_core.analysis.history_rollups), the Spark job (pipeline.analysis) and
 the pandas baseline (benchmarks/pandas_analysis.py) all take it from here; what people are
-shown is :func:`quota_core.units.round_up_quota` of it. Pure.
+shown is :func:`quota_core.domain.units.round_up_quota` of it. Pure.
 """
 from __future__ import annotations
 
 import math
 
-from .keys import QUOTA_KEYS
+from quota_core.domain.keys import QUOTA_KEYS
 
 __all__ = ["suggest_quota", "whole_number_keys"]
 

@@ -4,14 +4,14 @@ Pure: frames in, frames out. The History page and the Edit preview use these on 
 the Spark job wrote; the heavy lifting (resolving every sample against the quota set of its
 time) was done by the job. :func:`what_if` judges a proposed quota set against the rates the
 history recorded, resolving each distinct bucket once with the one ladder
-(:func:`~quota_core.bulk.bulk_resolve_buckets`).
+(:func:`~quota_core.domain.bulk.bulk_resolve_buckets`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
-from .entities import Entity
+from quota_core.domain.entities import Entity
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -79,7 +79,7 @@ def throttled_by_broker(samples: "pd.DataFrame") -> str:
     """One bucket's samples (``broker``, ``interval_s``, ``over_quota``) in one sentence:
     ``Throttled on broker 2 for 3 h; never on brokers 1 and 3 (each broker enforces on its
     own).``"""
-    from .live import broker_order, brokers_text
+    from quota_core.throttling.live import broker_order, brokers_text
 
     if samples.empty:
         return "No samples recorded."
@@ -167,7 +167,7 @@ def what_if(windows: "pd.DataFrame", before: QuotaSet, after: QuotaSet) -> Histo
     import numpy as np
     import pandas as pd
 
-    from .bulk import bulk_resolve_buckets
+    from quota_core.domain.bulk import bulk_resolve_buckets
 
     cols = ["user", "client_id", "key"]
     if windows.empty:
@@ -209,8 +209,8 @@ def what_if(windows: "pd.DataFrame", before: QuotaSet, after: QuotaSet) -> Histo
     for col in ("user", "client_id"):
         per[col] = per[col].where(per[col] != fill, None)
     # A recorded bucket is judged against ``after`` only while somebody is still in it: a
-    # change can move its clients to buckets of another shape (quota_core.membership).
-    from .membership import Membership
+    # change can move its clients to buckets of another shape (quota_core.domain.membership).
+    from quota_core.domain.membership import Membership
 
     held_before, held_after = Membership(before), Membership(after)
     def tags(u, c):  # a missing tag reads NaN in a string column

@@ -17,9 +17,9 @@ sentence quotes them); the pages escape the whole sentence (``ui.text.md`` or
 """
 from __future__ import annotations
 
-from .entities import CLIENT_ID, IP, USER, Entity
-from .keys import QUOTA_KEYS, format_value
-from .units import format_quota, format_rate
+from quota_core.domain.entities import CLIENT_ID, IP, USER, Entity
+from quota_core.domain.keys import QUOTA_KEYS, format_value
+from quota_core.domain.units import format_quota, format_rate
 
 __all__ = ["plural", "verb", "against", "inherited", "inherited_short", "entry_clients",
            "quota_changed", "clients_moved", "quota_before"]
@@ -83,7 +83,7 @@ def inherited(entity: Entity, key: str, value: float | None, level: int | None,
               source: Entity | None) -> str:
     """What a key ``entity`` does not set means for its clients: the value a lower level of
     the ladder gives them (``value``, ``level``, ``source`` from
-    :func:`quota_core.impact.fallback`), or unlimited when none does.
+    :func:`quota_core.planning.impact.fallback`), or unlimited when none does.
 
     ``not set on this entry; user 'bob' gets 1 MiB/s from {user=<default>} (level 6)``."""
     who = entry_clients(entity)

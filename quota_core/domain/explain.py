@@ -2,9 +2,9 @@
 people wrote them (:meth:`Entity.display`), not the KIP text form."""
 from __future__ import annotations
 
-from .entities import CLIENT_ID, USER
-from .resolution import KeyResolution, Resolution
-from .units import format_quota
+from quota_core.domain.entities import CLIENT_ID, USER
+from quota_core.domain.resolution import KeyResolution, Resolution
+from quota_core.domain.units import format_quota
 
 __all__ = ["explain_key", "explain"]
 
@@ -38,7 +38,7 @@ def explain_key(resolution: Resolution, key: str, quotas=None, members=None) -> 
     tags = dict(r.bucket.tags)
     but = ""
     if quotas is not None and r.bucket.kind in ("user", "client-id"):
-        from .membership import Membership, names_text
+        from quota_core.domain.membership import Membership, names_text
 
         own = (members or Membership(quotas)).excepted(key, (tags[USER] or None,
                                                              tags[CLIENT_ID] or None))

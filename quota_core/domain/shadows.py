@@ -1,6 +1,6 @@
 """Shadowed and dead entries: when an entry's key is decided by another entry first.
 
-Two questions, both read off the one ladder (:mod:`quota_core.ladder`):
+Two questions, both read off the one ladder (:mod:`quota_core.domain.ladder`):
 
 * **For one client** (:func:`shadow_notes`): which configured keys on its ladder are set back
   by a higher level, in plain words, saying whether the client ends up with more or less than
@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from . import ladder
-from .entities import CLIENT_ID, USER, Entity
-from .ladder import NAME
-from .resolution import Resolution
-from .units import format_quota
+from quota_core.domain import ladder
+from quota_core.domain.entities import CLIENT_ID, USER, Entity
+from quota_core.domain.ladder import NAME
+from quota_core.domain.resolution import Resolution
+from quota_core.domain.units import format_quota
 
 __all__ = ["DeadKey", "dead_keys", "shadow_notes", "shadow_note_parts",
            "applies_to_other_client_ids", "TEXT", "CODE", "EM"]

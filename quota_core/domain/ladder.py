@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from .entities import CLIENT_ID, IP, USER, Entity
+from quota_core.domain.entities import CLIENT_ID, IP, USER, Entity
 
 __all__ = [
     "NAME",

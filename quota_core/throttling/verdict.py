@@ -1,9 +1,9 @@
 """One verdict per client and key, from which every sentence on Resolve is rendered.
 
 A :class:`KeyVerdict` holds the facts: the entry that sets the client's quota (level, limit),
-the one bucket the broker puts the client in (:mod:`quota_core.membership`), who shares it,
+the one bucket the broker puts the client in (:mod:`quota_core.domain.membership`), who shares it,
 the quota window, what each broker measures for *that* bucket, and, apart, the other buckets
-under the same user or client id. :mod:`quota_core.story` turns it into sentences; the
+under the same user or client id. :mod:`quota_core.throttling.story` turns it into sentences; the
 tests check every sentence against this object, so two sentences cannot contradict.
 """
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from . import ladder
-from .entities import CLIENT_ID, USER, Entity
-from .membership import UNNAMED, Membership, Tags, kind_of_tags, split_rows
-from .live import live_verdict, recent_verdict
-from .resolution import Resolution
-from .shadows import applies_to_other_client_ids
-from .throttle import DEFAULT_WINDOW, QuotaWindow
+from quota_core.domain import ladder
+from quota_core.domain.entities import CLIENT_ID, USER, Entity
+from quota_core.domain.membership import UNNAMED, Membership, Tags, kind_of_tags, split_rows
+from quota_core.throttling.live import live_verdict, recent_verdict
+from quota_core.domain.resolution import Resolution
+from quota_core.domain.shadows import applies_to_other_client_ids
+from quota_core.throttling.throttle import DEFAULT_WINDOW, QuotaWindow
 
 __all__ = ["BrokerFigure", "OtherBucket", "KeyVerdict", "key_verdict", "verdicts",
            "tags_entity", "read_window"]
@@ -25,9 +25,9 @@ __all__ = ["BrokerFigure", "OtherBucket", "KeyVerdict", "key_verdict", "verdicts
 
 def read_window(backend) -> QuotaWindow:
     """The brokers' quota window behind ``backend`` (the one most brokers have:
-    :func:`quota_core.brokers.read_settings`), or Kafka's defaults saying why when the brokers'
+    :func:`quota_core.throttling.brokers.read_settings`), or Kafka's defaults saying why when the brokers'
     settings cannot be read: a verdict never fails for want of it."""
-    from .brokers import read_settings
+    from quota_core.throttling.brokers import read_settings
 
     return read_settings(backend).window()
 
@@ -50,7 +50,7 @@ class BrokerFigure:
     throttled: bool
     over_quota: bool
     estimated_ms: int
-    #: Throttled recently, not now (quota_core.live.BucketUsage.recent).
+    #: Throttled recently, not now (quota_core.throttling.live.BucketUsage.recent).
     recent: bool = False
 
     @property
@@ -61,7 +61,7 @@ class BrokerFigure:
 
     @classmethod
     def of(cls, row, window: QuotaWindow = DEFAULT_WINDOW) -> "BrokerFigure":
-        from .throttle import estimate_throttle
+        from quota_core.throttling.throttle import estimate_throttle
 
         estimated = row.estimated_throttle_ms
         if row.quota is not None and row.quota_type != "controller_mutation":
@@ -87,12 +87,12 @@ class OtherBucket:
     #: Who is in it, in words (named client ids the console knows, or "any client id …").
     members: str
     brokers: tuple[BrokerFigure, ...]
-    #: Brokers whose figures are unknown (quota_core.coverage.unread_brokers).
+    #: Brokers whose figures are unknown (quota_core.throttling.coverage.unread_brokers).
     unread: tuple[str, ...] = ()
 
     @property
     def throttled(self) -> bool | None:
-        """The one rule (quota_core.live.live_verdict): None while a broker is unread."""
+        """The one rule (quota_core.throttling.live.live_verdict): None while a broker is unread."""
         return live_verdict(self.brokers, self.unread)
 
 
@@ -116,7 +116,7 @@ class KeyVerdict:
     #: Entries on the client's ladder that hold the key but do not decide it.
     set_back: tuple[tuple[int, Entity, float, bool], ...] = field(default=())
     #: Brokers whose figures are unknown: a dead endpoint or a stopped broker (by node id
-    #: where known, else host:port), a broker no endpoint covers (quota_core.coverage).
+    #: where known, else host:port), a broker no endpoint covers (quota_core.throttling.coverage).
     unread: tuple[str, ...] = ()
 
     @property
@@ -128,7 +128,7 @@ class KeyVerdict:
     @property
     def throttled(self) -> bool | None:
         """Is this client throttled now, in its own bucket: the one rule
-        (:func:`quota_core.live.live_verdict`): True when a broker read shows it; None
+        (:func:`quota_core.throttling.live.live_verdict`): True when a broker read shows it; None
         (unknown) when a broker was not read, or with no live figures; else False."""
         if self.brokers is None:
             return None
@@ -186,7 +186,7 @@ def key_verdict(resolution: Resolution, key: str, quotas: Mapping[Entity, Mappin
                 known: Iterable[tuple[str, str]] = (), unread: Iterable[str] = ()
                 ) -> KeyVerdict:
     """The verdict for one key of a (user, client id) resolution; ``rows`` are the live
-    :class:`~quota_core.live.BucketUsage` rows (None: no live figures); ``known`` more
+    :class:`~quota_core.throttling.live.BucketUsage` rows (None: no live figures); ``known`` more
     (user, client id) clients the console knows of (e.g. from the usage history);
     ``unread`` the brokers whose figures are unknown (the verdict is then never False)."""
     unread = tuple(unread)

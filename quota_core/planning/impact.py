@@ -20,14 +20,14 @@ import io
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from .alterations import Alteration, apply_ops
-from .bulk import bulk_resolve
-from .entities import CLIENT_ID, IP, USER, Entity
-from .errors import ConcurrentChange, ParseError
-from .keys import CLIENT_KEYS, IP_KEYS
-from .ladder import on_any_ladder, on_ladder
-from .resolution import ANONYMOUS, resolve_ip
-from .units import format_quota
+from quota_core.domain.alterations import Alteration, apply_ops
+from quota_core.domain.bulk import bulk_resolve
+from quota_core.domain.entities import CLIENT_ID, IP, USER, Entity
+from quota_core.errors import ConcurrentChange, ParseError
+from quota_core.domain.keys import CLIENT_KEYS, IP_KEYS
+from quota_core.domain.ladder import on_any_ladder, on_ladder
+from quota_core.domain.resolution import ANONYMOUS, resolve_ip
+from quota_core.domain.units import format_quota
 
 __all__ = [
     "KeyChange",
@@ -183,7 +183,7 @@ def client_impact(before: QuotaSet, after: QuotaSet, clients: Sequence[tuple[str
                   ) -> list[ClientChange]:
     """The known clients whose effective value or deciding level of a key differs between
     ``before`` and ``after``. Only clients whose ladder holds a changed entity are resolved
-    (with :func:`quota_core.bulk.bulk_resolve`), so this stays fast for big sets."""
+    (with :func:`quota_core.domain.bulk.bulk_resolve`), so this stays fast for big sets."""
     import numpy as np
 
     touched = on_any_ladder(changed)
@@ -243,7 +243,7 @@ def fallback(quotas: QuotaSet, entity: Entity, key: str) -> tuple[float | None, 
         d = entity.as_dict()
         user = d.get(USER) or ANY_OTHER
         client_id = d.get(CLIENT_ID) or ANY_OTHER
-        from .resolution import resolve
+        from quota_core.domain.resolution import resolve
 
         kr = resolve(quotas, user, client_id, (key,)).keys[key]
     return kr.value, kr.level, kr.source

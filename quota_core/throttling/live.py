@@ -1,9 +1,9 @@
 """Live throttling: broker quota metrics joined with the ladder. Pure: series in, rows out.
 
 A broker exports, per bucket (its metric tags), the observed rate and the throttle time it
-applied. The tags are the parts of the rung that matched (quota_core.ladder), so the limit a
+applied. The tags are the parts of the rung that matched (quota_core.domain.ladder), so the limit a
 bucket runs against is the narrowed ladder for those tags, resolved here with
-:func:`~quota_core.bulk.bulk_resolve_buckets`: the quota, the entry and level that set it, and
+:func:`~quota_core.domain.bulk.bulk_resolve_buckets`: the quota, the entry and level that set it, and
 who shares it. Every row is per broker: each broker enforces on its own, so rates are never
 summed across brokers.
 
@@ -26,9 +26,9 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Protocol, Sequence
 
-from . import ladder
-from .entities import CLIENT_ID, USER, Entity
-from .throttle import estimate_throttle, mutation_throttle_ms
+from quota_core.domain import ladder
+from quota_core.domain.entities import CLIENT_ID, USER, Entity
+from quota_core.throttling.throttle import estimate_throttle, mutation_throttle_ms
 
 __all__ = ["QUOTA_TYPES", "KEY_OF_TYPE", "NOW_SHARE", "CONFIRM_S", "BucketUsage", "live_verdict",
            "recent_verdict", "hold", "finite", "gather", "join_usage",
@@ -88,7 +88,7 @@ class BucketUsage:
     #: For controller_mutation: the token bucket's level (negative: mutations rejected).
     tokens: float | None = None
     #: False for a bucket no client is in with this quota set (an old-shape bucket lingers in
-    #: the broker's metrics for an hour after a change): see quota_core.membership.
+    #: the broker's metrics for an hour after a change): see quota_core.domain.membership.
     current: bool = True
     #: Another read a moment apart showed this bucket throttled now (:func:`hold`): one read
     #: under :data:`NOW_SHARE` is then a dip, not the end of throttling.
@@ -158,7 +158,7 @@ class BucketUsage:
     def sentence(self) -> str:
         """One plain sentence from the live figures: who shares what, how much they send,
         and what the broker does about it."""
-        from .units import format_quota, format_rate
+        from quota_core.domain.units import format_quota, format_rate
 
         q = format_quota(self.key, self.quota)
         entry = "no entry limits it" if self.source is None else \
@@ -278,8 +278,8 @@ def join_usage(series: Iterable[Series], quotas: Mapping[Entity, Mapping[str, fl
                ) -> list[BucketUsage]:
     """One row per (broker, quota type, bucket) the series mention, with the quota that bucket
     runs against and the entry that set it."""
-    from .bulk import bulk_resolve_buckets
-    from .membership import Membership
+    from quota_core.domain.bulk import bulk_resolve_buckets
+    from quota_core.domain.membership import Membership
 
     gathered = gather(series)
     if not gathered:
@@ -323,12 +323,12 @@ def client_buckets(rows: Sequence[BucketUsage], user: str, client_id: str,
                    quotas: Mapping[Entity, Mapping[str, float]] | None = None
                    ) -> list[BucketUsage]:
     """The rows of this client's own bucket, one per key and broker: Kafka puts a client in
-    exactly one bucket per quota type (quota_core.membership), decided by ``quotas``.
+    exactly one bucket per quota type (quota_core.domain.membership), decided by ``quotas``.
 
     Without ``quotas`` (an older call): every row whose shape *could* hold the client; never
     use that for a verdict."""
     if quotas is not None:
-        from .membership import Membership, split_rows
+        from quota_core.domain.membership import Membership, split_rows
 
         return split_rows(rows, Membership(quotas), user, client_id)[0]
     return [r for r in rows
@@ -341,7 +341,7 @@ def other_buckets(rows: Sequence[BucketUsage], user: str, client_id: str,
     """Buckets that share this client's user or client id but are *not* its own (its user's
     other client ids, other users of its client id): shown as another bucket, never as this
     client's figures. Old-shape buckets nobody is in are left out."""
-    from .membership import Membership, split_rows
+    from quota_core.domain.membership import Membership, split_rows
 
     return [r for r in split_rows(rows, Membership(quotas), user, client_id)[1] if r.current]
 
@@ -362,7 +362,7 @@ class TrafficChange:
 
     before: BucketUsage
     after: BucketUsage
-    #: The brokers not read (:func:`quota_core.coverage.unread_brokers`).
+    #: The brokers not read (:func:`quota_core.throttling.coverage.unread_brokers`).
     unread: tuple[str, ...] = ()
     #: Whether any broker read would throttle the bucket after the change at today's rates.
     bucket_over: bool = False

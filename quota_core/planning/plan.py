@@ -1,7 +1,7 @@
 """Plans: the changes that bring a cluster's quota set to a desired file, and the plan
 document ``apply`` executes. Pure: quota sets in, plain values out; no I/O.
 
-A desired file (the export format, :mod:`quota_core.serialization`) is exact *per entry*:
+A desired file (the export format, :mod:`quota_core.domain.serialization`) is exact *per entry*:
 an entity in the file ends up with exactly the keys the file gives it (a key deleted from an
 exported entry is removed; an entry with ``quotas: {}`` removes the entity). Entities the file
 does not mention are *unmanaged*: listed, never changed, unless ``prune`` is set, when they
@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
-from .alterations import Alteration, Op, apply_ops, diff_alteration
-from .entities import Entity
-from .errors import AlterationError, ParseError, PlanRefused, Problem, ValidationError
-from .impact import (ANY_OTHER, ClientChange, KeyChange, client_impact, clients_from_entries,
-                     entity_diff, ip_impact)
-from .keys import NON_FINITE, json_number, same_value
-from .serialization import QuotaFile, from_document, to_document
-from .validation import alteration_problems, entry_problems
+from quota_core.domain.alterations import Alteration, Op, apply_ops, diff_alteration
+from quota_core.domain.entities import Entity
+from quota_core.errors import AlterationError, ParseError, PlanRefused, Problem, ValidationError
+from quota_core.planning.impact import (ANY_OTHER, ClientChange, KeyChange, client_impact,
+                                        clients_from_entries, entity_diff, ip_impact)
+from quota_core.domain.keys import NON_FINITE, json_number, same_value
+from quota_core.domain.serialization import QuotaFile, from_document, to_document
+from quota_core.domain.validation import alteration_problems, entry_problems
 
 __all__ = ["PLAN_FORMAT", "EntityChange", "Plan", "PlanImpact", "quota_set_hash", "make_plan",
            "plan_impact", "plan_document", "read_plan", "set_diff", "change_kind", "plan_key",
@@ -214,9 +214,9 @@ class PlanImpact:
 def plan_impact(plan: Plan, series: Sequence | None = None,
                 extra_clients: Sequence[tuple[str, str]] = (),
                 unread: Sequence[str] = ()) -> PlanImpact:
-    """``unread``: the brokers not read (quota_core.coverage.unread_brokers): the verdicts at
+    """``unread``: the brokers not read (quota_core.throttling.coverage.unread_brokers): the verdicts at
     today's rates are unknown rather than "freed" or "not throttled" then."""
-    from .live import clients_seen, traffic_impact
+    from quota_core.throttling.live import clients_seen, traffic_impact
 
     before, after = plan.base, plan.after
     known = list(dict.fromkeys(clients_from_entries({**before, **after}) + list(extra_clients)
@@ -444,7 +444,7 @@ def read_plan(doc: Any, source: str = "the plan") -> Plan:
     """The :class:`Plan` in a plan document. Refuses (ParseError) a document that is not a
     plan, with a malformed field (:func:`check_plan_fields`), a change that sets a value
     no quota file may hold (the checks of every quota file's reader,
-    :func:`~quota_core.validation.entry_problems`), or whose base set, hash and changes do not
+    :func:`~quota_core.domain.validation.entry_problems`), or whose base set, hash and changes do not
     agree (edited or damaged)."""
     remake = _remake(source)
     if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:

@@ -1,0 +1,1 @@
+"""quota_core.analysis: its face is written by hand."""

@@ -1,0 +1,1 @@
+"""quota_core.domain: its face is written by hand."""

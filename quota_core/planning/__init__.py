@@ -1,0 +1,1 @@
+"""quota_core.planning: its face is written by hand."""

@@ -1,0 +1,1 @@
+"""quota_core.throttling: its face is written by hand."""
