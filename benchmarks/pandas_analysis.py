@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from quota_core.analysis.sizing import suggest_quota
+from quota_core.analysis.quota_sizing import suggest_quota
 from quota_core.telemetry.schema import WINDOW_KEYS
 
 from pipeline.analysis import BUCKET, ENTRY, WORST
@@ -220,7 +220,7 @@ def sizing(win: pd.DataFrame) -> pd.DataFrame:
                               for u, c in zip(tight["user"], tight["client_id"])]
     out = out.reset_index()
     suggested = np.array([suggest_quota(k, p) for k, p in zip(out["key"], out["p99_max"])],
-                         dtype=float)  # the one definition (quota_core.analysis.sizing)
+                         dtype=float)  # the one definition (quota_core.analysis.quota_sizing)
     out["suggested_quota"] = suggested
     with np.errstate(divide="ignore", invalid="ignore"):
         out["current_over_suggested"] = out["current_quota"].to_numpy(dtype=float) / suggested

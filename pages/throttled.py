@@ -9,11 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from quota_core.changes.audit import for_store
-from quota_core.throttling.live import throttled_rows
-from quota_core.throttling.settle import changed_lately, recent_changes
-from quota_core.throttling.spread import brokers_text
-from quota_core.domain.units import format_quota, format_rate
-from quota_core.domain.wording import plural, quota_changed, verb
+from quota_core.throttling import throttled_rows, changed_lately, recent_changes, brokers_text
+from quota_core.domain import format_quota, format_rate, plural, quota_changed, verb
 from ui.charts import utilisation_bar
 from ui.coverage import unwatched_warnings
 from ui.live import ended_ago, feed, frame_unread, held_rows

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quota_core.analysis.sizing import whole_number_keys
-from quota_core.throttling.throttle import estimate_throttle, rate_window_ms
+from quota_core.analysis import whole_number_keys
+from quota_core.throttling import estimate_throttle, rate_window_ms
 
 from pipeline.resolve import KEYS
 
@@ -37,12 +37,12 @@ def throttle_caps() -> dict[str, float | None]:
 
 def integral_keys() -> list[str]:
     """Keys whose values are whole numbers (a suggested quota is rounded up for these:
-    quota_core.analysis.sizing's list)."""
+    quota_core.analysis.quota_sizing's list)."""
     return [k for k in whole_number_keys() if k in KEYS]
 
 
 def suggested_quota(key: "Column", p99: "Column") -> "Column":
-    """quota_core.analysis.sizing.suggest_quota as a column: ``ceil(p99)`` for whole-number keys, the
+    """quota_core.analysis.quota_sizing.suggest_quota as a column: ``ceil(p99)`` for whole-number keys, the
     p99 otherwise (NaN and null kept). tests/test_pipeline_resolution.py checks it against the
     core, value for value."""
     from pyspark.sql import functions as F
@@ -76,7 +76,7 @@ def estimated_throttle_ms(rate: "Column", quota: "Column", key: "Column",
     The window and the cap (one sample) are asked of quota_core.throttling.throttle per window."""
     from pyspark.sql import functions as F
 
-    from quota_core.throttling.throttle import DEFAULT_WINDOW
+    from quota_core.throttling import DEFAULT_WINDOW
 
     def figures(window) -> tuple[float, float]:
         return float(rate_window_ms(None, window.samples, window.sample_ms)), \

@@ -33,10 +33,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from quota_core.domain.entities import Entity
-from quota_core.domain.ladder import rung
-from quota_core.domain.resolution import resolve_values
-from quota_core.throttling.throttle import estimate_throttle
+from quota_core.domain import Entity, rung, resolve_values
+from quota_core.throttling import estimate_throttle
 
 from pipeline.schema import KEY_FOR_TYPE, QUOTA_COLUMNS, USAGE_COLUMNS, arrow_schema
 from pipeline.snapshots import entity_json

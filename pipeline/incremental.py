@@ -34,7 +34,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from quota_core.domain.entities import Entity
+from quota_core.domain import Entity
 
 from quota_core.telemetry import rollup_files as files
 from pipeline.errors import PipelineError

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from quota_core.domain.entities import Entity
+from quota_core.domain import Entity
 from quota_core.telemetry.schema import SnapshotWindows
 
 from pipeline import analysis, rollups

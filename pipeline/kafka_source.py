@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from quota_core.domain.entities import Entity
+from quota_core.domain import Entity
 
 from pipeline.errors import PipelineError
 from pipeline.readers import TimeRange

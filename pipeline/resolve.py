@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quota_core.domain.bulk import bulk_resolve_buckets
-from quota_core.domain.ladder import source_entity
+from quota_core.domain import bulk_resolve_buckets, source_entity
 
 from pipeline.schema import KEY_FOR_TYPE
 from pipeline.snapshots import QuotaVersions, entity_json

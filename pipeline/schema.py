@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quota_core.throttling.live import KEY_OF_TYPE
+from quota_core.throttling import KEY_OF_TYPE
 from quota_core.telemetry.schema import SNAPSHOT_COLUMNS
 from quota_core.telemetry.schema import USAGE_COLUMNS as _USAGE
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quota_core.analysis.rate_sketch import K, RANK_ERROR  # one definition (the pages read them too)
+from quota_core.analysis import K, RANK_ERROR  # one definition (the pages read them too)
 
 from pipeline.columns import array_percentile
 

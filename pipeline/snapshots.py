@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
-from quota_core.domain.entities import Entity, entity_from_json, entity_to_json
+from quota_core.domain import Entity, entity_from_json, entity_to_json
 from quota_core.errors import QuotaError
 
 from pipeline.errors import PipelineError

@@ -44,7 +44,8 @@ __all__ = [
 
 
 # Imported on first use: the CLI's start-up time is most of a describe round trip.
-_LAZY = {"SandboxBackend": ".backends.sandbox", "bulk_resolve": ".bulk", "BulkResolution": ".bulk",
+_LAZY = {"SandboxBackend": ".backends.sandbox", "bulk_resolve": ".domain.bulk",
+         "BulkResolution": ".domain.bulk",
          "open_backend": ".backends.open"}
 
 

@@ -10,7 +10,7 @@ import sys
 
 #: Loaded only by the commands that need them, never by --describe.
 NOT_FOR_DESCRIBE = ["quota_core.cli.configs_compat", "quota_core.changes.audit",
-                    "quota_core.domain.serialization", "quota_core.throttling.spread", "quota_core.throttling.story",
+                    "quota_core.domain.serialization", "quota_core.throttling.spreads", "quota_core.throttling.story",
                     "quota_core.throttling.live", "yaml"]
 
 

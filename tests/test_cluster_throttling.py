@@ -28,7 +28,7 @@ from localkafka import tool_argv
 from quota_core import Alteration, Entity, Op, resolve
 from quota_core.backends.base import checked_alter
 from quota_core.throttling.live import join_usage
-from quota_core.throttling.spread import spread
+from quota_core.throttling.spreads import spread
 from quota_core.telemetry import scrape
 from quota_core.telemetry.schema import usage_samples
 from quota_core.throttling.verdict import key_verdict

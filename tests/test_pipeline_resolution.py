@@ -165,14 +165,14 @@ def test_throttle_rounds_half_up_and_caps_like_the_core(spark):
 
 
 def test_suggested_quota_column_is_the_cores_suggestion(spark):
-    """Spark's sizing takes quota_core.analysis.sizing.suggest_quota's formula (issue 28): every key,
+    """Spark's sizing takes quota_core.analysis.quota_sizing.suggest_quota's formula (issue 28): every key,
     fractions, exact whole numbers and NaN agree value for value."""
     import math
 
     from pyspark.sql import functions as F
 
     from pipeline.columns import suggested_quota
-    from quota_core.analysis.sizing import suggest_quota
+    from quota_core.analysis.quota_sizing import suggest_quota
 
     rows = [(k, p) for k in KEYS for p in (1500.2, 1500.0, 0.01234, 10_848_519.5, math.nan)]
     df = spark.createDataFrame(rows, "key string, p99 double")

@@ -49,10 +49,10 @@ def test_the_per_entity_read_threshold_is_one_constant(tmp_path, monkeypatch):
 # -- quota sizing (issue 28): one suggestion, one display rounding ----------------------------
 def test_lint_and_history_size_one_p99_to_one_quota():
     """lint's ``sized`` gave 10,900,000 B/s for a p99 of 10,848,520 where History's
-    ``suggested_value`` gave 10,905,191: both are now quota_core.analysis.sizing's suggestion with
+    ``suggested_value`` gave 10,905,191: both are now quota_core.analysis.quota_sizing's suggestion with
     quota_core.domain.units' one display rounding, and the number shown is the number written."""
     from quota_core.lint.usage import sized
-    from quota_core.analysis.sizing import suggest_quota
+    from quota_core.analysis.quota_sizing import suggest_quota
     from quota_core.domain.units import format_rate, round_up_quota
     from ui.history import suggested_value
 
@@ -68,7 +68,7 @@ def test_lint_and_history_size_one_p99_to_one_quota():
 
 
 def test_suggest_quota_is_the_p99_whole_for_whole_number_keys():
-    from quota_core.analysis.sizing import suggest_quota, whole_number_keys
+    from quota_core.analysis.quota_sizing import suggest_quota, whole_number_keys
 
     assert set(whole_number_keys()) == {"producer_byte_rate", "consumer_byte_rate",
                                         "connection_creation_rate"}
@@ -86,7 +86,7 @@ def test_the_pandas_baseline_sizes_with_the_one_suggestion():
 
     import benchmarks.pandas_analysis as baseline
     from quota_core.lint.usage import p99
-    from quota_core.analysis.sizing import suggest_quota
+    from quota_core.analysis.quota_sizing import suggest_quota
 
     rates = {("a", "producer_byte_rate"): [1000.25, 1500.5, 1499.75],
              ("b", "producer_byte_rate"): [900.0, 1200.2],

@@ -1,4 +1,4 @@
-"""The spread of one client's bucket over brokers (quota_core.throttling.spread): a table of cases, each
+"""The spread of one client's bucket over brokers (quota_core.throttling.spreads): a table of cases, each
 sentence parsed back and checked against the figures, against the verdict and against
 Resolve's status sentence, so "throttled" and "not throttled" can never both be said, and a
 total is never judged as one cluster throttle."""
@@ -11,7 +11,7 @@ import pytest
 
 from quota_core import Entity, resolve
 from quota_core.throttling.live import join_usage
-from quota_core.throttling.spread import brokers_text, spread
+from quota_core.throttling.spreads import brokers_text, spread
 from quota_core.throttling.story import client_story
 from quota_core.domain.units import format_quota, format_rate
 from quota_core.throttling.verdict import key_verdict

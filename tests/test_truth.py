@@ -161,7 +161,7 @@ def test_one_read_under_the_threshold_is_a_dip_not_the_end():
 def test_the_spread_is_unknown_while_a_broker_is_not_read():
     """Resolve's grid sentence: "Not throttled on the brokers read … Broker 2 could not be read",
     never a plain "not throttled" (and its tone is not the green of an all-clear)."""
-    from quota_core.throttling.spread import spread
+    from quota_core.throttling.spreads import spread
     from ui.story import _tone
 
     sp = spread(P, [row(0.4 * MiB, None)], ["1"], unread=["2"])

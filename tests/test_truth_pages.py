@@ -223,7 +223,7 @@ def test_throttled_now_tells_recently_from_now(sandbox, env, monkeypatch):  # no
 def test_the_grid_total_is_never_a_sum_over_the_brokers_read_alone():
     """Resolve's grid while broker 2 was stopped said "in total: 0% of a thread" beside
     "broker 2: not read": the total is unknown then, or a lower bound."""
-    from quota_core.throttling.spread import spread
+    from quota_core.throttling.spreads import spread
     from ui.spread import spread_grid
 
     class Figure:

@@ -20,13 +20,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from quota_core.domain.entities import CLIENT_ID, DEFAULT_TEXT, ENTITY_TYPES, IP, USER, Entity
-from quota_core.domain.csvsafe import spreadsheet_cell
+from quota_core.domain import (CLIENT_ID, DEFAULT_TEXT, ENTITY_TYPES, IP, USER, Entity,
+                               spreadsheet_cell)
 from quota_core.errors import FilterError
-from quota_core.domain.filters import EntityFilter, FilterComponent
-from quota_core.domain.ladder import ABSENT, DEFAULT, LADDER, NAME, level_of
-from quota_core.domain.keys import format_value
-from quota_core.domain.units import format_quota
+from quota_core.domain import (EntityFilter, FilterComponent, ABSENT, DEFAULT, LADDER, NAME,
+                               level_of, format_value, format_quota)
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -356,6 +354,6 @@ def frame_quotas(frame: "pd.DataFrame") -> dict[Entity, dict[str, float]]:
 def export_json(frame: "pd.DataFrame") -> str:
     """The rows as the CLI's export document (``quota-console/1``: raw names, ``null`` for
     the default), so ``kafka-client-quotas --import`` can read it back."""
-    from quota_core.domain.serialization import to_document
+    from quota_core.domain import to_document
 
     return json.dumps(to_document(frame_quotas(frame)), indent=1, ensure_ascii=False)

@@ -16,9 +16,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ui.browse import LEVELS
-from quota_core.throttling.live import broker_name
-from quota_core.domain.resolution import LADDER
-from quota_core.domain.units import format_bytes
+from quota_core.throttling import broker_name
+from quota_core.domain import LADDER, format_bytes
 
 from ui.text import chart_text
 

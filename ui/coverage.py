@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from quota_core.throttling.coverage import unwatched, unwatched_sentence
+from quota_core.throttling import unwatched, unwatched_sentence
 
 from ui.page_context import connected_cluster
 from ui.text import md

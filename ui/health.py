@@ -13,10 +13,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from quota_core.domain.entities import entity_to_json
+from quota_core.domain import entity_to_json
 from quota_core.lint import (NEEDS, RULES, SEVERITIES, LintInput, LintReport, protected_from_config,
                              run_lint)
-from quota_core.domain.serialization import dumps
+from quota_core.domain import dumps
 
 from ui.settings import history_dir
 from ui.story import cluster_settings
@@ -65,7 +65,7 @@ def fix_links(fix_quotas) -> dict[str, dict[str, str]]:
     box (``?fix=`` YAML), and for a fix of one entry Edit with the entity and its values
     (``?entity=…&fix=`` the entry as JSON). Links, not a switch from a button, so the page
     opens as a click in the menu does: the sidebar keeps what was typed there."""
-    from quota_core.domain.serialization import to_document
+    from quota_core.domain import to_document
 
     doc = to_document(fix_quotas)
     links = {"pages/plan.py": {"fix": dumps(fix_quotas, "yaml")}}

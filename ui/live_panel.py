@@ -1,7 +1,7 @@
 """The Resolve page's live panel: per key, whether *this* client is throttled now, read only
 from its own bucket (quota_core.domain.membership), per broker; the bucket's rate against its quota
 over the last minutes; on several brokers, a client × broker grid with the sentence that
-explains the spread (quota_core.throttling.spread); and apart, the other buckets under the same user or
+explains the spread (quota_core.throttling.spreads); and apart, the other buckets under the same user or
 client id.
 
 Every sentence is rendered from the one verdict per key (quota_core.throttling.verdict / story)."""
@@ -12,14 +12,11 @@ from datetime import datetime
 
 import streamlit as st
 
-from quota_core.throttling.live import KEY_OF_TYPE, gather
-from quota_core.domain.membership import Membership
-from quota_core.domain.resolution import Resolution
-from quota_core.throttling.spread import spread
-from quota_core.throttling.story import (bucket_details, client_story, is_blind, is_quiet,
-                                         others_story, quiet_story, unknown_story)
-from quota_core.throttling.throttle import DEFAULT_WINDOW
-from quota_core.throttling.verdict import tags_entity
+from quota_core.throttling import KEY_OF_TYPE, gather
+from quota_core.domain import Membership, Resolution
+from quota_core.throttling import (spread, bucket_details, client_story, is_blind, is_quiet,
+                                   others_story, quiet_story, unknown_story, DEFAULT_WINDOW,
+                                   tags_entity)
 
 from ui.charts import rate_vs_quota
 from ui.live import feed, frame_unread, held_rows

@@ -22,9 +22,7 @@ from __future__ import annotations
 import threading
 from typing import Iterable
 
-from quota_core.domain import ladder
-from quota_core.domain.entities import CLIENT_ID, USER
-from quota_core.domain.membership import Membership, Tags
+from quota_core.domain import CLIENT_ID, LADDER, NAME, USER, Membership, Rung, Tags, level_of
 
 __all__ = ["SharedMembership"]
 
@@ -59,11 +57,11 @@ class SharedMembership(Membership):
             return found
         other = CLIENT_ID if side == USER else USER
         held: _Held = {}
-        rungs = {r.level: r for r in ladder.LADDER if _names(r, side)}
+        rungs = {r.level: r for r in LADDER if _names(r, side)}
         for r in rungs.values():
             held[r.level] = {} if _names(r, other) else set()
         if self._levels is None:  # every entry's rung, once for all keys and both sides
-            self._levels = {e: ladder.level_of(e) for e in self._quotas}
+            self._levels = {e: level_of(e) for e in self._quotas}
         levels = self._levels
         for entity in self._for(key).holders:
             level = levels[entity]
@@ -119,5 +117,5 @@ class SharedMembership(Membership):
         return sorted(out)
 
 
-def _names(r: ladder.Rung, side: str) -> bool:
-    return (r.user if side == USER else r.client_id) == ladder.NAME
+def _names(r: Rung, side: str) -> bool:
+    return (r.user if side == USER else r.client_id) == NAME

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 import streamlit as st
 
-from quota_core.domain.entities import ClusterInfo, QuotaSet
+from quota_core.domain import ClusterInfo, QuotaSet
 from quota_core.backends.base import QuotaBackend
 from ui.browse import ALL_KEYS, quota_frame
 from quota_core.backends.open import open_backend
 from quota_core.errors import QuotaError
-from quota_core.planning.impact import clients_from_entries
+from quota_core.planning import clients_from_entries
 from ui.membership import SharedMembership
 from ui.settings import ConnectionSpec
 from quota_core.backends.locked import LockedBackend
@@ -77,7 +77,7 @@ class Snapshot:
     def dead_keys(self) -> dict:
         """Entries with keys that never bind any client (quota_core.domain.shadows), once per snapshot."""
         if self._dead is None:
-            from quota_core.domain.shadows import dead_keys
+            from quota_core.domain import dead_keys
 
             self._dead = dead_keys(self.quotas)
             _keep_out_of_gc()

@@ -9,12 +9,9 @@ from html import escape
 from typing import Iterable, Mapping
 
 from ui.browse import ALL_KEYS, DEFAULT_LABEL
-from quota_core.domain.entities import Entity, display_name
-from quota_core.domain.keys import QUOTA_KEYS, format_value
-from quota_core.domain.membership import Membership, kind_of_tags
-from quota_core.domain.resolution import LADDER, Resolution
-from quota_core.domain.units import (format_bytes, format_editable, format_exact, format_quota,
-                                     format_rate)
+from quota_core.domain import (Entity, display_name, QUOTA_KEYS, format_value, Membership,
+                               kind_of_tags, LADDER, Resolution, format_bytes, format_editable,
+                               format_exact, format_quota, format_rate)
 
 __all__ = ["exact_text", "short_value", "editable_text", "entity_text", "entity_html",
            "answers_html", "ladder_html", "traffic_rows", "KEY_ORDER", "BUCKET_WORDS"]

@@ -1,8 +1,8 @@
 """The client × broker view: buckets (rows) over brokers (columns), each cell the bucket's
 rate, use and throttle on that broker, coloured so a throttled broker stands out; then the
-sentence of :mod:`quota_core.throttling.spread` that explains the spread.
+sentence of :mod:`quota_core.throttling.spreads` that explains the spread.
 
-Render-only: every figure and every word comes from :class:`quota_core.throttling.spread.Spread`. Each
+Render-only: every figure and every word comes from :class:`quota_core.throttling.spreads.Spread`. Each
 broker is its own column, never a summed "cluster" figure.
 """
 from __future__ import annotations
@@ -13,9 +13,8 @@ from typing import Iterable
 import pandas as pd
 import streamlit as st
 
-from quota_core.throttling.spread import Spread, broker_order, bucket_spreads, judged_spread
-from quota_core.throttling.verdict import tags_entity
-from quota_core.domain.units import format_quota, format_rate
+from quota_core.throttling import Spread, broker_order, bucket_spreads, judged_spread, tags_entity
+from quota_core.domain import format_quota, format_rate
 
 from ui.story import sentences_html
 
@@ -178,7 +177,7 @@ def preview_unread(frame=None) -> tuple[str, ...]:
         frame = live.latest(wait_s=0)
     unread = cluster_unread(frame)
     if unread:
-        from quota_core.throttling.spread import brokers_text
+        from quota_core.throttling import brokers_text
 
         names = brokers_text(unread)
         st.warning(f"{names[0].upper()}{names[1:]} could not be read: the preview at today's "

@@ -8,7 +8,7 @@ from __future__ import annotations
 from html import escape
 from typing import Iterable
 
-from quota_core.throttling.story import STATUS, Sentence
+from quota_core.throttling import STATUS, Sentence
 
 __all__ = ["sentence_html", "sentences_html", "note_html", "notes_html", "shared_verdicts"]
 
@@ -26,7 +26,7 @@ _TONE = {  # background, border
 def _tone(sentence: Sentence) -> str:
     if sentence.claims.get("subject") == "other":
         return "other"
-    if sentence.kind in (STATUS, "spread"):  # quota_core.throttling.spread.SPREAD
+    if sentence.kind in (STATUS, "spread"):  # quota_core.throttling.spreads.SPREAD
         throttled = sentence.claims.get("throttled")
         if throttled:
             return "throttled"
@@ -87,7 +87,7 @@ def cluster_settings(backend):
     import threading
     import time
 
-    from quota_core.throttling.brokers import ClusterSettings, read_settings
+    from quota_core.throttling import ClusterSettings, read_settings
 
     if backend is None:
         return ClusterSettings.defaults()
@@ -111,7 +111,7 @@ def shared_verdicts(resolution, keys, quotas, rows, window, members, unread=()):
     """:func:`quota_core.throttling.verdict.verdicts` with the snapshot's bucket rules (``members``,
     :meth:`ui.registry.Snapshot.members`) rather than a fresh index per call; ``unread`` the
     brokers whose figures are unknown (:func:`ui.live.frame_unread`)."""
-    from quota_core.throttling.verdict import key_verdict
+    from quota_core.throttling import key_verdict
 
     unread = tuple(unread)
     return [key_verdict(resolution, k, quotas, rows, window, members, unread=unread)

@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 from quota_core.analysis import rate_sketch
-from quota_core.analysis.sizing import suggest_quota
+from quota_core.analysis.quota_sizing import suggest_quota
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -91,7 +91,7 @@ def entries(roll: "pd.DataFrame") -> "pd.DataFrame":
 
 
 def sizing(roll: "pd.DataFrame") -> "pd.DataFrame":
-    """Per entry: ``suggested_quota`` (:func:`quota_core.analysis.sizing.suggest_quota` of the largest
+    """Per entry: ``suggested_quota`` (:func:`quota_core.analysis.quota_sizing.suggest_quota` of the largest
     p99 rate among the buckets it bound), ``current_quota`` its latest value, ``clients`` and
     ``tightest_client`` (user, client id of that largest p99)."""
     import numpy as np

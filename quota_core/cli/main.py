@@ -264,7 +264,7 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
     from quota_core.throttling.coverage import (endpoint_address, unread_brokers, unwatched,
                                                 unwatched_sentence)
     from quota_core.throttling.live import hold, join_usage
-    from quota_core.throttling.spread import Reach
+    from quota_core.throttling.spreads import Reach
     from quota_core.telemetry.scrape import redirect_note
     from quota_core.telemetry.sweep import scrape_all
     from quota_core.cli.endpoints import metrics_endpoints
@@ -294,7 +294,7 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
                     if e.url not in {endpoint.url for endpoint, _ in errors}]
         again, _ = scrape_all(answered, args.timeout)
         rows = hold(rows, join_usage(again, quotas))
-    # Which brokers the figures cover, for the per-broker view (quota_core.throttling.spread) and the
+    # Which brokers the figures cover, for the per-broker view (quota_core.throttling.spreads) and the
     # verdict (quota_core.throttling.live.live_verdict): each broker not read once, by node id where
     # known (quota_core.throttling.coverage.unread_brokers).
     reach = Reach(tuple(series.brokers),

@@ -21,7 +21,7 @@ from quota_core.domain.wording import against
 if TYPE_CHECKING:  # imported where used: --describe needs none of them (start-up time)
     from quota_core.throttling.live import BucketUsage
     from quota_core.domain.resolution import Resolution
-    from quota_core.throttling.spread import Reach, Spread
+    from quota_core.throttling.spreads import Reach, Spread
     from quota_core.throttling.throttle import QuotaWindow
 
 __all__ = ["format_describe", "write_describe", "format_resolutions", "format_outcome",
@@ -233,7 +233,7 @@ def _client_spread(r: Resolution, key: str, mine: Sequence[BucketUsage],
                    rows: Sequence[BucketUsage], reach: Reach | None = None) -> Spread:
     """The client's own bucket of ``key`` over every broker the scrape read (``reach``: also
     those that answered without quota figures, and those it could not read)."""
-    from quota_core.throttling.spread import Reach, spread
+    from quota_core.throttling.spreads import Reach, spread
 
     reach = reach or Reach()
     return spread(key, mine, {row.broker for row in rows} | set(reach.read), r.keys[key].value,
@@ -400,7 +400,7 @@ def format_throttled(rows: Sequence[BucketUsage], fmt: str = "text",
     bucket over every broker (``every``: all the rows the scrape gave, so brokers without its
     traffic show too) with the sentence that explains the spread (JSON: ``spread`` on each
     row)."""
-    from quota_core.throttling.spread import Reach, bucket_spreads
+    from quota_core.throttling.spreads import Reach, bucket_spreads
 
     reach = reach or Reach()
     every = [*(every or ()), *rows]

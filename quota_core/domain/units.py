@@ -151,7 +151,7 @@ def round_up_quota(key: str, value: float) -> float:
     would not keep the rate under it) to three significant digits in the unit
     :func:`format_rate` shows it in (MiB/s, KiB/s… for byte rates), a whole number for
     whole-number keys: 10,848,520 B/s → 10.4 MiB/s = 10,905,191; 131.697 % → 132. The one
-    display rounding of a suggestion (quota_core.analysis.sizing), for lint and History alike."""
+    display rounding of a suggestion (quota_core.analysis.quota_sizing), for lint and History alike."""
     if not math.isfinite(value) or value <= 0:
         return value
     spec = QUOTA_KEYS.get(key)

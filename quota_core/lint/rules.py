@@ -17,7 +17,7 @@ from quota_core.domain.keys import CLIENT_KEYS
 from quota_core.domain.membership import UNNAMED
 from quota_core.domain.resolution import resolve_values
 from quota_core.domain.shadows import dead_keys
-from quota_core.analysis.sizing import suggest_quota
+from quota_core.analysis.quota_sizing import suggest_quota
 from quota_core.throttling.throttle import estimate_throttle
 from quota_core.domain.units import format_exact, format_quota, format_rate
 from quota_core.lint import usage as U

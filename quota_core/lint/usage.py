@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from quota_core.throttling.live import KEY_OF_TYPE
-from quota_core.analysis.sizing import suggest_quota
+from quota_core.analysis.quota_sizing import suggest_quota
 from quota_core.domain.units import round_up_quota
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,7 +79,7 @@ def p99(rates) -> float:
 
 def sized(key: str, value: float) -> float:
     """The fix's quota for a largest per-bucket p99 rate: the one suggestion
-    (:func:`quota_core.analysis.sizing.suggest_quota`) with the one display rounding
+    (:func:`quota_core.analysis.quota_sizing.suggest_quota`) with the one display rounding
     (:func:`quota_core.domain.units.round_up_quota`), as History shows it: 10,848,520 B/s →
     10,905,191 (10.4 MiB/s); 131.697 % → 132."""
     return round_up_quota(key, suggest_quota(key, value))

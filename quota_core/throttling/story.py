@@ -52,7 +52,7 @@ def _figures(key: str, figures: tuple[BrokerFigure, ...], limit: float | None) -
 
 
 def has_traffic(b: BrokerFigure) -> bool:
-    """The broker sees this bucket's traffic (as :attr:`quota_core.throttling.spread.BrokerCell.traffic`):
+    """The broker sees this bucket's traffic (as :attr:`quota_core.throttling.spreads.BrokerCell.traffic`):
     a bucket the broker reports at rate 0 is not "0 of 10 on broker 3", it has no traffic
     there."""
     return b.throttled or (b.rate is not None and b.rate > 0)
