@@ -29,11 +29,10 @@ _HOME = {name: module for module, names in _FACE.items() for name in names}
 
 
 def __getattr__(name: str):
-    # Loaded on first use: importing one submodule (as the CLI does) loads no other.
+    # Loaded on first use: importing one submodule (as the CLI does) loads no other. Not
+    # cached here: a test that patches the submodule's name patches the face's too.
     if name in _HOME:
-        value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-        globals()[name] = value
-        return value
+        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
