@@ -43,7 +43,7 @@ def integral_keys() -> list[str]:
 
 def suggested_quota(key: "Column", p99: "Column") -> "Column":
     """quota_core.analysis.quota_sizing.suggest_quota as a column: ``ceil(p99)`` for whole-number keys, the
-    p99 otherwise (NaN and null kept). tests/test_pipeline_resolution.py checks it against the
+    p99 otherwise (NaN and null kept). tests/pipeline/test_pipeline_resolution.py checks it against the
     core, value for value."""
     from pyspark.sql import functions as F
 

@@ -8,7 +8,7 @@ The filter mirrors a describe filter, per entity type (:class:`TypeMatch`): *any
 the default), *default*, an *exact* name, or *absent* (the entity has no such type), plus
 *strict* (the entity has exactly the filtered types). :meth:`BrowseFilter.entity_filter`
 gives the equivalent :class:`~quota_core.domain.filters.EntityFilter`, and the two agree on every
-set (tests/test_browse.py checks this); *absent* is the one thing describe cannot say.
+set (tests/pages/test_browse.py checks this); *absent* is the one thing describe cannot say.
 
 Every entity is also classified by the ladder rung its *shape* fills (:func:`entity_level`):
 ``{user=U}`` is rung 3 for user U, ``{client-id=<default>}`` rung 8, an ip entity ``"ip"``.

@@ -2,7 +2,7 @@
 
 Pure functions over plain values (the :class:`~ui.settings.AccessPolicy`, ``st.user`` as a
 dict, a header's value, the server's listen address), so every case is a row in
-``tests/test_identity.py``; ``ui/sidebar.py`` only reads Streamlit and renders the result.
+``tests/pages/test_identity.py``; ``ui/sidebar.py`` only reads Streamlit and renders the result.
 
 How the console knows who is at the keyboard, strongest first (the first that is
 configured wins; a verified identity is never replaced by a weaker one):

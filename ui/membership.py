@@ -14,7 +14,7 @@ them looks up for ``(u, cc)`` is held. The other rungs look up the same entry fo
 ``cc``. Names with the same pattern of held rungs land on the same rung, hence in a bucket of
 the same kind, and a bucket's kind alone says whether it is ``(u, None)``. So the core is asked
 for one name of each pattern (at most 2³ of them, and one for all the names that no such rung
-holds). The same holds for a client-id bucket over users. ``tests/test_rerun_speed.py`` checks
+holds). The same holds for a client-id bucket over users. ``tests/pages/test_rerun_speed.py`` checks
 the answers against the core's on every name of generated sets.
 """
 from __future__ import annotations

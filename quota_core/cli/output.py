@@ -111,7 +111,7 @@ def write_describe(quotas: Mapping[Entity, Mapping[str, float]], fmt: str, out: 
     """``--describe``'s output written to ``out`` a chunk at a time, sorted by entity.
 
     JSON is encoded by orjson, byte for byte what ``json.dumps(doc, ensure_ascii=False,
-    indent=2)`` gives (tests/test_describe_output.py holds that): its indented layout and
+    indent=2)`` gives (tests/cli/test_describe_output.py holds that): its indented layout and
     string escapes are json's; only floats differ (``1e-5`` for json's ``1e-05``), so a
     non-integral value goes in as its ``repr`` (an ``orjson.Fragment``). Text is KIP-546's,
     built line by line."""

@@ -28,7 +28,7 @@ Two narrowing rules come from the same table, by the parts a rung has:
 
 Resolution, bulk resolution, browse, impact, the metrics join and the Spark job all read
 :data:`LADDER` through the functions here, at call time, so a change to the table or to a
-rule is made once (tests/test_ladder_single_source.py proves it).
+rule is made once (tests/core/test_ladder_single_source.py proves it).
 """
 from __future__ import annotations
 

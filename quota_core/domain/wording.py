@@ -13,7 +13,7 @@ one template each, so every page says a thing the same, true way.
 
 Every template is pure text from plain values, with names raw (``repr``-quoted where a
 sentence quotes them); the pages escape the whole sentence (``ui.text.md`` or
-``html.escape``) so a name is shown as written. ``tests/test_wording.py`` parses each one back.
+``html.escape``) so a name is shown as written. ``tests/pages/test_wording.py`` parses each one back.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Pure: may import the standard library, :mod:`quota_core.errors`, :mod:`quota_cor
 :mod:`quota_core.throttling` and itself (import-linter contracts pure-core and core-packages).
 
 The face: pages, ui and pipeline import the names of :data:`__all__` from here, never a
-submodule (tests/test_layers.py checks it); code inside quota_core imports the submodules.
+submodule (tests/project/test_layers.py checks it); code inside quota_core imports the submodules.
 A name loads its submodule on first use, so the face costs nothing to import.
 """
 from __future__ import annotations
