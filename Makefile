@@ -59,7 +59,7 @@ test: $(STAMP) chromium prometheus jars
 faults: jars
 	@$(PY) scripts/faults.py $(ARGS)
 	@$(PY) scripts/fuzz_inputs.py
-	@QUOTA_SLOW_TESTS=1 $(PY) -m pytest -q -m slow tests/test_serve_metrics_hardening.py
+	@QUOTA_SLOW_TESTS=1 $(PY) -m pytest -q -m slow tests/telemetry/test_serve_metrics_hardening.py
 
 ## Without the broker and the browser (a quick loop while editing).
 test-fast: $(STAMP)

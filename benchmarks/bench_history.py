@@ -9,7 +9,7 @@ collector's layout, ``--buckets`` buckets on 3 brokers over ``--hours``, a scrap
 rollups once with the real job (``python -m pipeline.analyze``, timed, not compared). With
 ``--keep DIR`` both stay in DIR and a later run reuses them. Then, measured in one run:
 
-* in one process, what the page computes (quota_core.history_rollups over the rollups read
+* in one process, what the page computes (quota_core.analysis.history_rollups over the rollups read
   with pyarrow): reading them, the tables of the whole range and of the last 6 h, sizing
   (sketches merged with DataSketches), one bucket's hours;
 * in Chromium (Playwright, Debian's /usr/bin/chromium): a bare one-widget Streamlit page
@@ -80,7 +80,7 @@ def prepare(base: Path, samples: int, buckets: int, entries: int, hours: float,
 
 def in_process(rollups: Path, runs: int) -> dict[str, float]:
     """Milliseconds (median of ``runs``) of what the page computes, cache-less."""
-    from quota_core import history_rollups as hr
+    from quota_core.analysis import history_rollups as hr
     from quota_core.telemetry.rollup_files import read_daily, read_rollups
 
     def timed(fn):

@@ -44,8 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from quota_core import Entity  # noqa: E402
-from quota_core.alterations import Alteration, Op  # noqa: E402
-from quota_core.serialization import dumps  # noqa: E402
+from quota_core.domain.alterations import Alteration, Op  # noqa: E402
+from quota_core.domain.serialization import dumps  # noqa: E402
 
 #: The baseline every ratio is taken against.
 BASE = 10_000

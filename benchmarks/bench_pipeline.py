@@ -93,8 +93,8 @@ def make_buckets(quotas: dict, n: int, rng: np.random.Generator) -> pd.DataFrame
     takes the parts of the rung that bound it (client id only when unlimited)."""
     from pipeline.resolve import KEYS
     from pipeline.schema import KEY_FOR_TYPE
-    from quota_core.bulk import bulk_resolve
-    from quota_core.ladder import rung
+    from quota_core.domain.bulk import bulk_resolve
+    from quota_core.domain.ladder import rung
 
     users = np.array(sorted({e.name("user") for e in quotas if e.has("user")
                              and e.name("user") is not None}), dtype=object)
@@ -132,7 +132,7 @@ def bucket_quotas(quotas: dict, buckets: pd.DataFrame) -> np.ndarray:
     """Each bucket's limit (NaN: unlimited) as the pipeline resolves it."""
     from pipeline.resolve import KEYS
     from pipeline.schema import KEY_FOR_TYPE
-    from quota_core.bulk import bulk_resolve_buckets
+    from quota_core.domain.bulk import bulk_resolve_buckets
 
     res = bulk_resolve_buckets(quotas, buckets["user"].tolist(), buckets["client_id"].tolist(),
                                KEYS)
@@ -174,7 +174,7 @@ def generate(out: str, samples: int, buckets: int, entries: int, brokers: int, h
     from bench_dashboard import synthetic_quotas
     from pipeline.columns import throttle_caps
     from pipeline.schema import KEY_FOR_TYPE, USAGE_COLUMNS, arrow_schema
-    from quota_core.throttle import rate_window_ms
+    from quota_core.throttling.throttle import rate_window_ms
 
     started = time.perf_counter()
     rng = np.random.default_rng(seed)

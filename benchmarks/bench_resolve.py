@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-# One core: no BLAS/OpenMP thread pools (set before numpy is imported, via quota_core.bulk).
+# One core: no BLAS/OpenMP thread pools (set before numpy is imported, via quota_core.domain.bulk).
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
              "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"):
     os.environ[_var] = "1"
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from quota_core import CLIENT_KEYS, Entity, resolve_values  # noqa: E402
-from quota_core.bulk import bulk_resolve  # noqa: E402
+from quota_core.domain.bulk import bulk_resolve  # noqa: E402
 
 TARGET = 1_000_000  # resolves per second, bulk, one core
 

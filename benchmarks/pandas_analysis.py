@@ -3,7 +3,7 @@ Spark, for comparison (``benchmarks/bench_pipeline.py``) and as a readable refer
 
 Same inputs (the collector's ``DIR/usage`` and ``DIR/quotas``, the whole history), same
 resolution (the distinct buckets of each quota version through
-:func:`pipeline.resolve.resolve_buckets`, i.e. ``quota_core.bulk.bulk_resolve_buckets``),
+:func:`pipeline.resolve.resolve_buckets`, i.e. ``quota_core.domain.bulk.bulk_resolve_buckets``),
 same tables: ``windows``, ``by_client``, ``by_entry``, ``sizing`` (not ``what_if``), with the
 columns and the null, tie and percentile rules of the Spark job. Percentiles are linear
 interpolation between closest ranks, as Spark's exact ``percentile``; sums may differ from
@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from quota_core.sizing import suggest_quota
+from quota_core.analysis.quota_sizing import suggest_quota
 from quota_core.telemetry.schema import WINDOW_KEYS
 
 from pipeline.analysis import BUCKET, ENTRY, WORST
@@ -29,7 +29,7 @@ from pipeline.errors import PipelineError
 from pipeline.resolve import resolve_buckets
 from pipeline.schema import KEY_FOR_TYPE, QUOTA_COLUMNS, USAGE_COLUMNS
 from pipeline.snapshots import QuotaVersions, parse_entity
-from quota_core.throttle import rate_window_ms
+from quota_core.throttling.throttle import rate_window_ms
 
 __all__ = ["read_history", "versions_from_rows", "windows", "by_client", "by_entry", "sizing",
            "build_tables", "run"]
@@ -220,7 +220,7 @@ def sizing(win: pd.DataFrame) -> pd.DataFrame:
                               for u, c in zip(tight["user"], tight["client_id"])]
     out = out.reset_index()
     suggested = np.array([suggest_quota(k, p) for k, p in zip(out["key"], out["p99_max"])],
-                         dtype=float)  # the one definition (quota_core.sizing)
+                         dtype=float)  # the one definition (quota_core.analysis.quota_sizing)
     out["suggested_quota"] = suggested
     with np.errstate(divide="ignore", invalid="ignore"):
         out["current_over_suggested"] = out["current_quota"].to_numpy(dtype=float) / suggested

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from quota_core.entities import Entity, QuotaSet
+from quota_core.domain.entities import Entity, QuotaSet
 
 __all__ = ["demo_quotas", "DEMO_CLIENTS", "DemoProducer", "DEMO_PRODUCERS", "DEMO_CONSUMERS",
            "ONE_BROKER_TOPIC", "SPREAD_TOPIC", "PARTITIONS", "hot_node", "replica_assignment",

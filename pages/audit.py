@@ -2,9 +2,9 @@
 import pandas as pd
 import streamlit as st
 
-from quota_core.changes.audit import (UNKNOWN_STORE, WRITER_STOPPED, records_csv,
-                                      records_jsonl, same_store, store_text)
-from quota_core.csvsafe import FORMULA_NOTE, spreadsheet_csv
+from quota_core.changes.audit import (UNKNOWN_STORE, WRITER_STOPPED, records_csv, records_jsonl,
+                                      same_store, store_text)
+from quota_core.domain import FORMULA_NOTE, spreadsheet_csv
 from ui.context import context
 
 ctx = context()

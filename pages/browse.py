@@ -5,13 +5,10 @@ import streamlit as st
 from quota_core import format_quota
 from ui.browse import (ALL_KEYS, DEFAULT_LABEL, LEVELS, BrowseFilter, TypeMatch, at_levels,
                        export_csv, export_json, filter_frame, level_counts, sort_frame)
-from quota_core.csvsafe import FORMULA_NOTE
-from quota_core.entities import entity_to_json
+from quota_core.domain import FORMULA_NOTE, entity_to_json
 from quota_core.errors import FilterError
-from quota_core.keys import QUOTA_KEYS
-from quota_core.resolution import LADDER
-from ui.charts import (byte_rate_box, byte_rate_table_html, level_bar,
-                       level_bars_html)
+from quota_core.domain import QUOTA_KEYS, LADDER
+from ui.charts import byte_rate_box, byte_rate_table_html, level_bar, level_bars_html
 from ui.context import context
 from ui.text import code, md
 

@@ -10,21 +10,17 @@ import json
 
 import streamlit as st
 
-from quota_core import (Entity, alteration_problems, diff_alteration, format_quota,
-                        parse_quota_value)
-from quota_core.entities import CLIENT_ID, DEFAULT_TEXT, IP, USER, entity_from_json, entity_to_json
+from quota_core import Entity, alteration_problems, diff_alteration, format_quota, parse_quota_value
+from quota_core.domain import CLIENT_ID, DEFAULT_TEXT, IP, USER, entity_from_json, entity_to_json
 from quota_core.errors import (ConcurrentChange, EntityError, OutcomeUnknown, QuotaError,
                                WriteConflict)
-from quota_core.history import client_label, duration_text
-from quota_core.history import what_if as history_what_if
-from quota_core.impact import ANY_OTHER, apply_alteration, fallback, parse_clients_csv
+from quota_core.analysis import client_label, duration_text, what_if as history_what_if
+from quota_core.planning import ANY_OTHER, apply_alteration, fallback, parse_clients_csv
 from quota_core.backends.files import upload_text
-from quota_core.serialization import from_document
-from quota_core.shadows import dead_keys
-from quota_core.live import clients_seen, join_usage
-from quota_core.settle import after_change
-from quota_core.keys import QUOTA_KEYS, keys_for
-from quota_core.wording import clients_moved, inherited, plural, quota_before, verb
+from quota_core.domain import from_document, dead_keys
+from quota_core.throttling import clients_seen, join_usage, after_change
+from quota_core.domain import (QUOTA_KEYS, keys_for, clients_moved, inherited, plural, quota_before,
+                               verb)
 from quota_core.changes.workflow import apply_change, preview
 from ui.render import KEY_ORDER, editable_text, exact_text, traffic_rows
 from ui.spread import cluster_unread, preview_unread, show_traffic_spreads

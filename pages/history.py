@@ -12,10 +12,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from quota_core.entities import entity_from_json
-from quota_core.live import broker_name
-from quota_core.history import client_label, duration_text, throttled_by_broker
-from quota_core.history_rollups import freshness, hour_label
+from quota_core.domain import entity_from_json
+from quota_core.throttling import broker_name
+from quota_core.analysis import (client_label, duration_text, throttled_by_broker, freshness,
+                                 hour_label)
 from ui.history import (bucket_hours, job_log, job_running, places, range_sizing, range_tables,
                         rollup_state, sizing_rows, start_job)
 from ui.context import context, secrets_dict

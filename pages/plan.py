@@ -10,10 +10,9 @@ made; each entity is applied through the same workflow as the Edit page and the 
 import streamlit as st
 
 from quota_core.errors import ConcurrentChange, OutcomeUnknown, QuotaError
-from quota_core.plan import change_kind, check_plan_cluster, make_plan, plan_impact, since_plan
+from quota_core.planning import change_kind, check_plan_cluster, make_plan, plan_impact, since_plan
 from quota_core.backends.files import read_quota_upload
-from quota_core.units import format_quota
-from quota_core.wording import clients_moved, plural, verb
+from quota_core.domain import format_quota, clients_moved, plural, verb
 from quota_core.changes.workflow import apply_changes
 from ui.live import feed
 from ui.render import traffic_rows
@@ -141,7 +140,7 @@ if plan.changes:
     if impact.traffic:
         st.markdown("**At today's rates** (live metrics):")
         st.dataframe(traffic_rows(impact.traffic), hide_index=True)
-        preview_unread()  # brokers not read: named, never judged (quota_core.live)
+        preview_unread()  # brokers not read: named, never judged (quota_core.throttling.live)
 
 if not plan.changes:
     st.stop()

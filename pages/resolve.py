@@ -6,18 +6,16 @@ a link to this page answers the question for whoever opens it.
 
 import streamlit as st
 
-from quota_core import (estimate_throttle, explain_key, parse_quota_value, resolve,
-                        resolve_ip)
-from quota_core.entities import CLIENT_ID, USER, entity_to_json
-from quota_core.shadows import shadow_note_parts
-from quota_core.validation import client_name_problems
+from quota_core import estimate_throttle, explain_key, parse_quota_value, resolve, resolve_ip
+from quota_core.domain import (CLIENT_ID, USER, entity_to_json, shadow_note_parts,
+                               client_name_problems)
 from quota_core.errors import QuotaError
 from ui.render import KEY_ORDER, answers_html, entity_text, ladder_html
 from ui.live_panel import live_panel
 from ui.context import context
 from ui.brokers import settings_warnings
 from ui.story import notes_html, sentences_html, shared_verdicts
-from quota_core.story import client_story
+from quota_core.throttling import client_story
 from ui.text import md
 
 ctx = context()

@@ -9,11 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from quota_core.changes.audit import for_store
-from quota_core.live import throttled_rows
-from quota_core.settle import changed_lately, recent_changes
-from quota_core.spread import brokers_text
-from quota_core.units import format_quota, format_rate
-from quota_core.wording import plural, quota_changed, verb
+from quota_core.throttling import throttled_rows, changed_lately, recent_changes, brokers_text
+from quota_core.domain import format_quota, format_rate, plural, quota_changed, verb
 from ui.charts import utilisation_bar
 from ui.coverage import unwatched_warnings
 from ui.live import ended_ago, feed, frame_unread, held_rows
@@ -69,13 +66,13 @@ def board() -> None:
         st.error(md(f"Cannot read the metrics of {down.label}, {down.since_text(frame.at)}. "
                     f"{down.error}"), icon=":material/cloud_off:")
     unwatched = unwatched_warnings(frame)
-    # Every broker not read, once (by node id where known): quota_core.coverage.
+    # Every broker not read, once (by node id where known): quota_core.throttling.coverage.
     unread = frame_unread(frame, ctx.snapshot.info.node_ids if ctx.snapshot.info else ())
     rows = held_rows(live, frame, ctx.snapshot.quotas)
     hot = throttled_rows(rows, above=float(above))
     throttled = [r for r in hot if r.throttled]
     # A throttle time left over from earlier metric samples, the rate under 90 % of the quota
-    # now (quota_core.live.BucketUsage.recent): not "throttled now".
+    # now (quota_core.throttling.live.BucketUsage.recent): not "throttled now".
     recent = [r for r in hot if r.recent]
     near = [r for r in hot if not r.throttled and not r.recent]  # shown = the three
     age = time.time() - frame.at

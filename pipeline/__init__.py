@@ -24,7 +24,7 @@ demo_history   a realistic history generator (pandas only)
 
 Importing this package does not import pyspark; the functions do, when called.
 """
-from .errors import PipelineError
+from pipeline.errors import PipelineError
 
 __all__ = ["PipelineError", "get_session", "ensure_spark_jars", "run", "main"]
 
@@ -32,15 +32,15 @@ __all__ = ["PipelineError", "get_session", "ensure_spark_jars", "run", "main"]
 def __getattr__(name: str):
     # Lazy, so `import pipeline` stays cheap for the CLI and the demo generator.
     if name == "get_session":
-        from .session import get_session
+        from pipeline.session import get_session
         return get_session
     if name == "ensure_spark_jars":
-        from .jars import ensure_spark_jars
+        from pipeline.jars import ensure_spark_jars
         return ensure_spark_jars
     if name == "run":
-        from .job import run
+        from pipeline.job import run
         return run
     if name == "main":
-        from .analyze import main
+        from pipeline.analyze import main
         return main
     raise AttributeError(f"module 'pipeline' has no attribute {name!r}")

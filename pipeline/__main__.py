@@ -1,6 +1,6 @@
 """``python -m pipeline`` runs the analysis job (same as ``python -m pipeline.analyze``)."""
 import sys
 
-from .analyze import main
+from pipeline.analyze import main
 
 sys.exit(main(sys.argv[1:]))

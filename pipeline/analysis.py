@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import sketches
-from .columns import (array_percentile, estimated_throttle_ms, over_quota, suggested_quota,
-                      utilisation)
-from .resolve import attach_quotas, bucket_hash, distinct_over
-from .snapshots import QuotaVersions
+from pipeline import sketches
+from pipeline.columns import (array_percentile, estimated_throttle_ms, over_quota, suggested_quota,
+                              utilisation)
+from pipeline.resolve import attach_quotas, bucket_hash, distinct_over
+from pipeline.snapshots import QuotaVersions
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -197,7 +197,7 @@ def by_entry(levels: "DataFrame") -> "DataFrame":
 
 
 def sizing(levels: "DataFrame") -> "DataFrame":
-    """Per entry: ``suggested_quota`` = quota_core.sizing.suggest_quota of the largest p99 rate
+    """Per entry: ``suggested_quota`` = quota_core.analysis.quota_sizing.suggest_quota of the largest p99 rate
     among the buckets it bound (the smallest per-bucket quota under which every one of them
     stays at or below its p99); ``current_quota`` is the entry's latest value.
     From :func:`per_level` or pipeline.rollups.levels (p99 then within the sketch's rank
@@ -214,7 +214,7 @@ def sizing(levels: "DataFrame") -> "DataFrame":
         F.max_by(F.struct("user", "client_id"), F.struct("p99", "user", "client_id"))
         .alias("tightest_client"),
     )
-    suggested = suggested_quota(F.col("key"), F.col("p99_max"))  # quota_core.sizing's
+    suggested = suggested_quota(F.col("key"), F.col("p99_max"))  # quota_core.analysis.quota_sizing's
     return agg.select(*ENTRY, "current_quota", suggested.alias("suggested_quota"),
                       (F.col("current_quota") / suggested).alias("current_over_suggested"),
                       "clients", "tightest_client")

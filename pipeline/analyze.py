@@ -135,7 +135,7 @@ def _kafka_client(args: argparse.Namespace) -> dict[str, str] | None:
         return None
     from quota_core.errors import ParseError
 
-    from .kafka_source import check_topic, client_options
+    from pipeline.kafka_source import check_topic, client_options
 
     if not args.kafka_bootstrap:
         raise ParseError(f"--usage {args.usage} needs --kafka-bootstrap HOST:PORT.")
@@ -161,7 +161,7 @@ def _check_usage_folder(usage: str) -> None:
 def _check_files(args: argparse.Namespace, rollups: str | None, snapshots: bool) -> None:
     """The usage and snapshot files' columns, from their footers, before Spark starts: a
     missing or mistyped one is named in one line (BadInputFile: exit 2)."""
-    from .readers import TimeRange, check_history
+    from pipeline.readers import TimeRange, check_history
 
     when = TimeRange(args.start, args.end)
     if rollups is None or args.windows:  # the range is read whole
@@ -200,9 +200,9 @@ def _main(raw_argv: list[str], stack: ExitStack) -> int:
 def _analyse(args: argparse.Namespace, raw_argv: list[str], stack: ExitStack, progress) -> int:
     from quota_core.telemetry.folder_lock import holding_all
 
-    from .job import run
-    from .readers import TimeRange
-    from .session import get_session
+    from pipeline.job import run
+    from pipeline.readers import TimeRange
+    from pipeline.session import get_session
 
     quotas = _load_set(args.quotas) if args.quotas else None
     what_if = _load_set(args.what_if) if args.what_if else None
@@ -234,7 +234,7 @@ def rollups_dir(args: argparse.Namespace) -> str | None:
     folder on a classic session; None (the range analysed whole) for ``--no-rollups``, a
     topic, a remote path, or Spark Connect (its server would run the streaming queries'
     Python)."""
-    from .session import _remote
+    from pipeline.session import _remote
 
     if args.no_rollups:
         return None
@@ -257,9 +257,9 @@ def _follow(spark, args, rollups, quotas, analyse, progress) -> int:
     until SIGINT/SIGTERM; the update under way finishes first. Exit 0."""
     import threading
 
-    from .incremental import follow
+    from pipeline.incremental import follow
 
-    from .output import check_out
+    from pipeline.output import check_out
 
     if args.out:  # it is replaced after each update: only an --overwrite of an existing one
         check_out(args.out, args.overwrite)

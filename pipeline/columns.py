@@ -1,9 +1,9 @@
 """Per-sample columns derived from rate and quota, as native Spark expressions (and the one
 percentile of a sorted array, :func:`array_percentile`).
 
-The throttle estimate is quota_core.throttle's arithmetic written as a column: Kafka's
+The throttle estimate is quota_core.throttling.throttle's arithmetic written as a column: Kafka's
 ``Math.round((rate - quota) / quota * window_ms)`` (half up), with the window and the per-key
-caps *read from* quota_core.throttle, not restated, for each broker's own quota window as the
+caps *read from* quota_core.throttling.throttle, not restated, for each broker's own quota window as the
 snapshots carried it (quota_core.telemetry.schema). tests/test_pipeline_columns.py checks it
 against the core, row for row.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quota_core.sizing import whole_number_keys
-from quota_core.throttle import estimate_throttle, rate_window_ms
+from quota_core.analysis import whole_number_keys
+from quota_core.throttling import estimate_throttle, rate_window_ms
 
-from .resolve import KEYS
+from pipeline.resolve import KEYS
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column
@@ -37,13 +37,13 @@ def throttle_caps() -> dict[str, float | None]:
 
 def integral_keys() -> list[str]:
     """Keys whose values are whole numbers (a suggested quota is rounded up for these:
-    quota_core.sizing's list)."""
+    quota_core.analysis.quota_sizing's list)."""
     return [k for k in whole_number_keys() if k in KEYS]
 
 
 def suggested_quota(key: "Column", p99: "Column") -> "Column":
-    """quota_core.sizing.suggest_quota as a column: ``ceil(p99)`` for whole-number keys, the
-    p99 otherwise (NaN and null kept). tests/test_pipeline_resolution.py checks it against the
+    """quota_core.analysis.quota_sizing.suggest_quota as a column: ``ceil(p99)`` for whole-number keys, the
+    p99 otherwise (NaN and null kept). tests/pipeline/test_pipeline_resolution.py checks it against the
     core, value for value."""
     from pyspark.sql import functions as F
 
@@ -73,10 +73,10 @@ def estimated_throttle_ms(rate: "Column", quota: "Column", key: "Column",
     """The delay Kafka would give one request (ms, long): 0 when not over or unlimited, null
     when the quota is unknown (no snapshot yet). The window is the sample's broker's, from
     ``windows`` (what the quota snapshots carried); without, Kafka's defaults (11 × 1 s).
-    The window and the cap (one sample) are asked of quota_core.throttle per window."""
+    The window and the cap (one sample) are asked of quota_core.throttling.throttle per window."""
     from pyspark.sql import functions as F
 
-    from quota_core.throttle import DEFAULT_WINDOW
+    from quota_core.throttling import DEFAULT_WINDOW
 
     def figures(window) -> tuple[float, float]:
         return float(rate_window_ms(None, window.samples, window.sample_ms)), \

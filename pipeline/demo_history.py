@@ -33,13 +33,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from quota_core.entities import Entity
-from quota_core.ladder import rung
-from quota_core.resolution import resolve_values
-from quota_core.throttle import estimate_throttle
+from quota_core.domain import Entity, rung, resolve_values
+from quota_core.throttling import estimate_throttle
 
-from .schema import KEY_FOR_TYPE, QUOTA_COLUMNS, USAGE_COLUMNS, arrow_schema
-from .snapshots import entity_json
+from pipeline.schema import KEY_FOR_TYPE, QUOTA_COLUMNS, USAGE_COLUMNS, arrow_schema
+from pipeline.snapshots import entity_json
 
 __all__ = ["HistorySpec", "Client", "DemoHistory", "quota_sets", "generate", "write_history",
            "main"]
@@ -270,7 +268,7 @@ def _broker_gap(t: np.ndarray, broker: np.ndarray, spec: HistorySpec) -> np.ndar
 
 def _throttle(quota_types: np.ndarray, rate: np.ndarray, quota: np.ndarray,
               rng: np.random.Generator) -> np.ndarray:
-    """The broker's throttle_ms: Kafka's own estimate (quota_core.throttle) with some jitter
+    """The broker's throttle_ms: Kafka's own estimate (quota_core.throttling.throttle) with some jitter
     when over the quota, else NaN (null in Parquet: the broker reported NaN)."""
     over = np.flatnonzero(~np.isnan(quota) & (rate > np.nan_to_num(quota, nan=np.inf)))
     out = np.full(len(rate), np.nan)

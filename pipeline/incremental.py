@@ -34,15 +34,15 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from quota_core.entities import Entity
+from quota_core.domain import Entity
 
 from quota_core.telemetry import rollup_files as files
-from .errors import PipelineError
-from .readers import (TimeRange, check_buckets, check_ts_text, detect_format, read_quota_rows,
-                      read_usage)
-from .schema import QUOTA_COLUMNS, USAGE_COLUMNS, check_columns, spark_schema
-from .snapshots import QuotaVersions, entity_json, single_version, versions_from_rows
-from .spark_errors import spark_logs_off, translating
+from pipeline.errors import PipelineError
+from pipeline.readers import (TimeRange, check_buckets, check_ts_text, detect_format,
+                              read_quota_rows, read_usage)
+from pipeline.schema import QUOTA_COLUMNS, USAGE_COLUMNS, check_columns, spark_schema
+from pipeline.snapshots import QuotaVersions, entity_json, single_version, versions_from_rows
+from pipeline.spark_errors import spark_logs_off, translating
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -185,10 +185,10 @@ def _redo(spark: "SparkSession", usage_where: str, rollups: Path, hours: set[str
     """Roll the ``hours`` up again from every one of their samples; record their signature."""
     from pyspark.sql import functions as F
 
-    from . import analysis
-    from .rollups import hour_of, hourly
-    from .resolve import distinct_buckets, resolution_table, with_key
-    from .snapshots import with_version
+    from pipeline import analysis
+    from pipeline.rollups import hour_of, hourly
+    from pipeline.resolve import distinct_buckets, resolution_table, with_key
+    from pipeline.snapshots import with_version
 
     ranges = _hour_ranges(sorted(hours))
     # the files known to hold these hours' samples, when every hour has its record: a day's
@@ -225,7 +225,7 @@ def _local(uri: str) -> str:
 
 def _redo_days(spark: "SparkSession", rollups: Path, days: set[str], kept: set[str]) -> None:
     """Merge the hourly rollups of ``days`` (``YYYY-MM-DD``) into their daily partitions."""
-    from .rollups import daily
+    from pipeline.rollups import daily
 
     hourly_dir = rollups / files.HOURLY
     paths = [str(hourly_dir / f"hour={h}") for h in sorted(kept) if h[:10] in days
@@ -245,7 +245,7 @@ def update_rollups(spark: "SparkSession", usage: str, rollups: str,
     collector's: usage/ and quotas/); see the module docstring."""
     from pyspark.sql import functions as F
 
-    from .rollups import hour_of
+    from pipeline.rollups import hour_of
 
     if usage.startswith("kafka:") or "://" in usage:
         raise PipelineError(f"--usage {usage}: rollups are kept for a local folder only; "

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .errors import PipelineError
+from pipeline.errors import PipelineError
 
 __all__ = ["SPARK_VERSION", "POM", "jars_dir", "ensure_spark_jars", "spark_jar_paths"]
 

@@ -12,17 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from quota_core.entities import Entity
+from quota_core.domain import Entity
 from quota_core.telemetry.schema import SnapshotWindows
 
-from . import analysis, rollups
-from .errors import PipelineError
-from .output import WINDOWS_OPTIONS, check_out, staged, write_table
-from .readers import TimeRange, check_buckets, read_quota_rows, read_usage
-from .resolve import distinct_buckets, resolution_table, with_key
-from .snapshots import (QuotaVersions, single_version, split_windows, versions_from_rows,
-                        with_version)
-from .spark_errors import translating
+from pipeline import analysis, rollups
+from pipeline.errors import PipelineError
+from pipeline.output import WINDOWS_OPTIONS, check_out, staged, write_table
+from pipeline.readers import TimeRange, check_buckets, read_quota_rows, read_usage
+from pipeline.resolve import distinct_buckets, resolution_table, with_key
+from pipeline.snapshots import (QuotaVersions, single_version, split_windows, versions_from_rows,
+                                with_version)
+from pipeline.spark_errors import translating
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -53,7 +53,7 @@ def load_inputs(spark: "SparkSession", usage: str, when: TimeRange,
     """Samples and quota versions from a directory (``DIR/usage``, ``DIR/quotas``) or a topic
     (``kafka:TOPIC``). ``quotas`` (from --quotas FILE) replaces any snapshots."""
     if usage.startswith("kafka:"):
-        from .kafka_source import read_topic
+        from pipeline.kafka_source import read_topic
 
         if not kafka_bootstrap:
             raise PipelineError(f"--usage {usage} needs --kafka-bootstrap HOST:PORT.",
@@ -174,7 +174,7 @@ def run(spark: "SparkSession", usage: str, out: str, when: TimeRange = TimeRange
     they are."""
     path = check_out(out, overwrite)
     if rollups_dir is not None and update:
-        from .incremental import update_rollups
+        from pipeline.incremental import update_rollups
 
         progress(f"updating the rollups in {rollups_dir}")
         progress(update_rollups(spark, usage, rollups_dir, quotas, progress).describe())

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from quota_core.entities import Entity
+from quota_core.domain import Entity
 
-from .errors import PipelineError
-from .readers import TimeRange
-from .schema import QUOTA_COLUMNS, USAGE_COLUMNS, check_columns, spark_schema
-from .spark_errors import translating
+from pipeline.errors import PipelineError
+from pipeline.readers import TimeRange
+from pipeline.schema import QUOTA_COLUMNS, USAGE_COLUMNS, check_columns, spark_schema
+from pipeline.spark_errors import translating
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -167,10 +167,10 @@ def stream_windows(spark: "SparkSession", bootstrap: str, topic: str,
     messages in the stream are not applied here (the quota set is fixed for the query).
     ``available_now`` processes what is in the topic and stops (for tests and catch-up).
     """
-    from . import analysis
-    from .output import WINDOWS_OPTIONS
-    from .resolve import distinct_buckets, with_key
-    from .snapshots import single_version, with_version
+    from pipeline import analysis
+    from pipeline.output import WINDOWS_OPTIONS
+    from pipeline.resolve import distinct_buckets, with_key
+    from pipeline.snapshots import single_version, with_version
 
     versions = single_version(quotas)
     where = f"kafka:{topic}"

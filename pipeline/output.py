@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
-from .errors import PipelineError
-from .spark_errors import translating
+from pipeline.errors import PipelineError
+from pipeline.spark_errors import translating
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame

@@ -14,9 +14,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import BadInputFile, PipelineError
-from .schema import QUOTA_COLUMNS, USAGE_COLUMNS, check_columns
-from .spark_errors import translating
+from pipeline.errors import BadInputFile, PipelineError
+from pipeline.schema import QUOTA_COLUMNS, USAGE_COLUMNS, check_columns
+from pipeline.spark_errors import translating
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -247,7 +247,7 @@ def read_usage(spark: "SparkSession", path: str, when: TimeRange = TimeRange(),
 
 def check_buckets(buckets: "pd.DataFrame", path: str, when: TimeRange) -> None:
     """PipelineError when there are no samples, or a quota_type maps to no key."""
-    from .schema import KEY_FOR_TYPE
+    from pipeline.schema import KEY_FOR_TYPE
 
     if buckets.empty:
         raise PipelineError(f"{path}: no usage samples from {when.describe()}: widen --from/--to "

@@ -2,7 +2,7 @@
 
 The ladder lives in quota_core only. Here the distinct ``(user, client_id, version, key)`` of
 the samples (thousands, not millions) come to the driver, each version's buckets go through
-:func:`quota_core.bulk.bulk_resolve_buckets` in one vectorised call, and the result goes back
+:func:`quota_core.domain.bulk.bulk_resolve_buckets` in one vectorised call, and the result goes back
 as a small table joined to the samples (broadcast when small): no Python UDF per row.
 
 A bucket's tags narrow the ladder (both tags: rungs 1, 2, 4, 5; user only: 3, 6; client id
@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quota_core.bulk import bulk_resolve_buckets
-from quota_core.ladder import source_entity
+from quota_core.domain import bulk_resolve_buckets, source_entity
 
-from .schema import KEY_FOR_TYPE
-from .snapshots import QuotaVersions, entity_json
+from pipeline.schema import KEY_FOR_TYPE
+from pipeline.snapshots import QuotaVersions, entity_json
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import sketches
-from .analysis import BUCKET
-from .resolve import attach_quotas
-from .snapshots import QuotaVersions
+from pipeline import sketches
+from pipeline.analysis import BUCKET
+from pipeline.resolve import attach_quotas
+from pipeline.snapshots import QuotaVersions
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -82,7 +82,7 @@ def hourly(win: "DataFrame") -> "DataFrame":
 def daily(roll: "DataFrame") -> "DataFrame":
     """Hourly rollups merged per UTC day, bucket, key and level, over brokers: the columns a
     percentile over a range needs (``rates``, ``samples``, ``q_last``, ``t_last``), so that a
-    long range merges one sketch per day (quota_core.history_rollups reads them)."""
+    long range merges one sketch per day (quota_core.analysis.history_rollups reads them)."""
     from pyspark.sql import functions as F
 
     return roll.groupBy(F.date_format("t_last", "yyyy-MM-dd").alias("day"), *BUCKET, "level",

@@ -1,5 +1,5 @@
 """The contract with the collector, as Spark sees it: checks and schemas derived from
-quota_core.telemetry.schema's column tables and quota_core.live's quota_type -> key table.
+quota_core.telemetry.schema's column tables and quota_core.throttling.live's quota_type -> key table.
 
 Readers check a DataFrame against it (:func:`check_columns`), the Kafka reader parses message
 values with :func:`spark_schema`, writers of test data use :func:`arrow_schema`; none of them
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quota_core.live import KEY_OF_TYPE
+from quota_core.throttling import KEY_OF_TYPE
 from quota_core.telemetry.schema import SNAPSHOT_COLUMNS
 from quota_core.telemetry.schema import USAGE_COLUMNS as _USAGE
 
-from .errors import PipelineError
+from pipeline.errors import PipelineError
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame

@@ -52,7 +52,7 @@ def get_session(app_name: str = APP_NAME, conf: Mapping[str, str] | None = None,
     except ModuleNotFoundError as exc:  # PySpark is the package's [pipeline] extra
         if (exc.name or "").split(".")[0] != "pyspark":
             raise
-        from .errors import PipelineError
+        from pipeline.errors import PipelineError
 
         raise PipelineError("the Spark pipeline needs PySpark, which is not installed: "
                             "pip install 'quota-console[pipeline]' (in a checkout, make venv "
@@ -71,12 +71,12 @@ def get_session(app_name: str = APP_NAME, conf: Mapping[str, str] | None = None,
         builder = builder.config(key, value)
     jars: list[str] = []
     if with_kafka and not remote:
-        from .jars import spark_jar_paths
+        from pipeline.jars import spark_jar_paths
 
         jars = spark_jar_paths()
         builder = builder.config("spark.jars", ",".join(jars))
     session = builder.getOrCreate()
-    from .spark_errors import pyspark_error_logs_off
+    from pipeline.spark_errors import pyspark_error_logs_off
 
     pyspark_error_logs_off()  # each error is said in one line (spark_errors.translating)
     if jars and _jvm_started_by_spark_submit():

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quota_core.rate_sketch import K, RANK_ERROR  # one definition (the pages read them too)
+from quota_core.analysis import K, RANK_ERROR  # one definition (the pages read them too)
 
-from .columns import array_percentile
+from pipeline.columns import array_percentile
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
-from quota_core.entities import Entity, entity_from_json, entity_to_json
+from quota_core.domain import Entity, entity_from_json, entity_to_json
 from quota_core.errors import QuotaError
 
-from .errors import PipelineError
-from .spark_errors import translating
+from pipeline.errors import PipelineError
+from pipeline.spark_errors import translating
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -32,7 +32,7 @@ CASE_VERSIONS = 64
 
 
 def entity_json(entity: Entity | None) -> str | None:
-    """The contract's entity text (quota_core.entities.entity_to_json), None for None."""
+    """The contract's entity text (quota_core.domain.entities.entity_to_json), None for None."""
     return None if entity is None else entity_to_json(entity)
 
 

@@ -11,7 +11,7 @@ import re
 from contextlib import contextmanager
 from typing import Iterator
 
-from .errors import PipelineError
+from pipeline.errors import PipelineError
 
 __all__ = ["translating", "file_in", "spark_logs_off", "pyspark_error_logs_off"]
 

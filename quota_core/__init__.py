@@ -4,23 +4,27 @@ Pure logic over plain values; the backends (sandbox store, Kafka cluster) sit be
 :class:`QuotaBackend`. Nothing here imports Streamlit or Spark, and the Kafka client is only
 imported by :mod:`quota_core.backends.kafka` when it is used.
 """
-from .entities import ClusterInfo, QuotaSet
-from .backends.base import QuotaBackend, checked_alter
-from .alterations import AlterOutcome, Alteration, EntityResult, Op, apply_ops, diff_alteration
-from .entities import (CLIENT_ID, DEFAULT_TEXT, ENTITY_TYPES, IP, USER, Entity, desanitize,
-                       sanitize)
-from .errors import (AlterationError, AuthenticationFailed, BackendError, ConcurrentChange,
-                     ConfigError, ConnectionFailed, EntityError, FilterError, NotAuthorized,
-                     ParseError, Problem, QuotaError, RequestRejected, UnsupportedBroker,
-                     ValidationError)
-from .explain import explain, explain_key
-from .filters import EntityFilter, FilterComponent, MatchType, filter_quotas
-from .keys import CLIENT_KEYS, IP_KEYS, QUOTA_KEYS, QuotaKey, format_value, keys_for
-from .resolution import (ANONYMOUS, LADDER, Bucket, Client, KeyResolution, LadderStep,
-                         Resolution, Rung, resolve, resolve_ip, resolve_values)
-from .throttle import ThrottleEstimate, estimate_throttle, rate_window_ms, throttle_time_ms
-from .units import format_bytes, format_quota, parse_byte_rate, parse_quota_value
-from .validation import alteration_problems, broker_rejection, validate_alterations
+from quota_core.domain.entities import ClusterInfo, QuotaSet
+from quota_core.backends.base import QuotaBackend, checked_alter
+from quota_core.domain.alterations import (AlterOutcome, Alteration, EntityResult, Op, apply_ops,
+                                           diff_alteration)
+from quota_core.domain.entities import (CLIENT_ID, DEFAULT_TEXT, ENTITY_TYPES, IP, USER, Entity,
+                                        desanitize, sanitize)
+from quota_core.errors import (AlterationError, AuthenticationFailed, BackendError,
+                               ConcurrentChange, ConfigError, ConnectionFailed, EntityError,
+                               FilterError, NotAuthorized, ParseError, Problem, QuotaError,
+                               RequestRejected, UnsupportedBroker, ValidationError)
+from quota_core.domain.explain import explain, explain_key
+from quota_core.domain.filters import EntityFilter, FilterComponent, MatchType, filter_quotas
+from quota_core.domain.keys import (CLIENT_KEYS, IP_KEYS, QUOTA_KEYS, QuotaKey, format_value,
+                                    keys_for)
+from quota_core.domain.resolution import (ANONYMOUS, LADDER, Bucket, Client, KeyResolution,
+                                          LadderStep, Resolution, Rung, resolve, resolve_ip,
+                                          resolve_values)
+from quota_core.throttling.throttle import (ThrottleEstimate, estimate_throttle, rate_window_ms,
+                                            throttle_time_ms)
+from quota_core.domain.units import format_bytes, format_quota, parse_byte_rate, parse_quota_value
+from quota_core.domain.validation import alteration_problems, broker_rejection, validate_alterations
 
 __all__ = [
     "BulkResolution", "ClusterInfo", "QuotaBackend", "QuotaSet", "SandboxBackend",
@@ -40,7 +44,8 @@ __all__ = [
 
 
 # Imported on first use: the CLI's start-up time is most of a describe round trip.
-_LAZY = {"SandboxBackend": ".backends.sandbox", "bulk_resolve": ".bulk", "BulkResolution": ".bulk",
+_LAZY = {"SandboxBackend": ".backends.sandbox", "bulk_resolve": ".domain.bulk",
+         "BulkResolution": ".domain.bulk",
          "open_backend": ".backends.open"}
 
 

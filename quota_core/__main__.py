@@ -1,6 +1,6 @@
 """``python -m quota_core``: the kafka-client-quotas CLI."""
 import sys
 
-from .cli.main import main
+from quota_core.cli.main import main
 
 sys.exit(main())

@@ -45,12 +45,12 @@ sys.path.insert(0, str(ROOT))
 from localkafka import LocalBroker  # noqa: E402
 from localkafka.cluster import LocalCluster  # noqa: E402
 from quota_core import Entity  # noqa: E402
-from quota_core.alterations import Alteration  # noqa: E402
+from quota_core.domain.alterations import Alteration  # noqa: E402
 from quota_core.changes.audit import AuditLog  # noqa: E402
 from quota_core.cli.main import main as cli  # noqa: E402
 from quota_core.backends.kafka import KafkaBackend  # noqa: E402
 from quota_core.backends.kafka_lease import break_lease  # noqa: E402
-from quota_core.plan import read_plan  # noqa: E402
+from quota_core.planning.plan import read_plan  # noqa: E402
 from quota_core.backends.sandbox import SandboxBackend  # noqa: E402
 
 PBR = "producer_byte_rate"

@@ -1,5 +1,5 @@
 """The long run of the input generators (issue 16): ``make faults`` runs it, ``make test``
-keeps the short one (tests/test_input_fuzz.py and tests/test_cli_fuzz.py at their CI counts).
+keeps the short one (tests/cli/test_input_fuzz.py and tests/cli/test_cli_fuzz.py at their CI counts).
 
     python scripts/fuzz_inputs.py [SCALE]     # default 20: about 24,000 generated inputs
 
@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
            "FUZZ_ARGV": str(int(1000 * float(scale))), "FUZZ_IMPORT": str(int(500 * float(scale))),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     return subprocess.call([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
-                            "tests/test_input_fuzz.py", "tests/test_cli_fuzz.py", "-k",
+                            "tests/cli/test_input_fuzz.py", "tests/cli/test_cli_fuzz.py", "-k",
                             "fuzz"], cwd=ROOT, env=env)
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from quota_core.alterations import Alteration  # noqa: E402
+from quota_core.domain.alterations import Alteration  # noqa: E402
 from quota_core.backends.base import QuotaBackend, checked_alter  # noqa: E402
 from quota_core.backends.open import open_backend  # noqa: E402
 from localkafka.demo import (attach_local, demo_brokers, demo_quotas,  # noqa: E402

@@ -8,7 +8,9 @@ from streamlit.testing.v1.element_tree import AlertBase, Markdown
 
 from ui.text import unmd
 
-APP = Path(__file__).resolve().parent.parent / "app.py"
+from tests import ROOT
+
+APP = ROOT / "app.py"
 
 
 def run_app(page: str | None = None, *, operator: str | None = None, query: dict | None = None,

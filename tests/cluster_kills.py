@@ -12,7 +12,7 @@ restarted on its storage and every broker is asked what it holds.
 
 Truthful means: "applied" only if every broker holds every change; "refused" only for an
 entity no broker holds; for "unknown", the entities confirmed applied are held. The brokers
-must agree with each other after the restart. ``tests/test_cluster_writes.py`` runs one round,
+must agree with each other after the restart. ``tests/changes/test_cluster_writes.py`` runs one round,
 ``scripts/faults.py --brokers 3`` many.
 """
 from __future__ import annotations

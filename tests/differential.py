@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 
 from quota_core import Alteration, Entity, EntityFilter, FilterComponent, Op
-from quota_core.entities import CLIENT_ID, IP, USER
+from quota_core.domain.entities import CLIENT_ID, IP, USER
 
 USERS = ["alice", "<default>", None, "a b", "CN=x,OU=y", "ü-名前", "100%", "back\\slash",
          "ANONYMOUS"]

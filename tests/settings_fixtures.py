@@ -23,8 +23,10 @@ import pytest
 
 from localkafka import LocalCluster
 
+from tests import TESTS
+
 CALLBACK_CLASS = "FlatQuotaCallback"
-CALLBACK_SOURCE = Path(__file__).parent / "java" / f"{CALLBACK_CLASS}.java"
+CALLBACK_SOURCE = TESTS / "java" / f"{CALLBACK_CLASS}.java"
 #: What the extra cluster's brokers run with (the restart-needing settings).
 OVERRIDES = {"client.quota.callback.class": CALLBACK_CLASS, "quota.window.num": "5",
              # KIP-612's broker-wide cap, far above what the tests open

@@ -1,7 +1,7 @@
 """Whether this script run is Streamlit's ``AppTest`` (the one place that asks).
 
 Streamlit has no public call for it: ``AppTest`` sets the hidden config option
-``global.appTest``. It is read here only, and ``tests/test_apptest_option.py`` pins that the
+``global.appTest``. It is read here only, and ``tests/pages/test_apptest_option.py`` pins that the
 option still exists and is set under ``AppTest`` (so a Streamlit upgrade that renames it fails
 a test rather than turning every AppTest page run into a hand-over to ``app.py``).
 """

@@ -1,11 +1,11 @@
 """The broker settings that change an answer, on a page: a custom quota callback and brokers
-that disagree, named (the sentences are :meth:`quota_core.brokers.ClusterSettings.notes`)."""
+that disagree, named (the sentences are :meth:`quota_core.throttling.brokers.ClusterSettings.notes`)."""
 from __future__ import annotations
 
 import streamlit as st
 
-from .story import cluster_settings
-from .text import md
+from ui.story import cluster_settings
+from ui.text import md
 
 __all__ = ["settings_warnings"]
 

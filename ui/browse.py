@@ -1,14 +1,14 @@
 """The Browse table: a described quota set as rows, filtered, searched, sorted and counted.
 
-Pure and pandas-first (pandas is imported lazily, as in :mod:`quota_core.bulk`): the set is
+Pure and pandas-first (pandas is imported lazily, as in :mod:`quota_core.domain.bulk`): the set is
 turned into one DataFrame once (:func:`quota_frame`), and every filter change is a few
 vectorised comparisons over it (:func:`filter_frame`), so 100,000 entries stay interactive.
 
 The filter mirrors a describe filter, per entity type (:class:`TypeMatch`): *any* (a name or
 the default), *default*, an *exact* name, or *absent* (the entity has no such type), plus
 *strict* (the entity has exactly the filtered types). :meth:`BrowseFilter.entity_filter`
-gives the equivalent :class:`~quota_core.filters.EntityFilter`, and the two agree on every
-set (tests/test_browse.py checks this); *absent* is the one thing describe cannot say.
+gives the equivalent :class:`~quota_core.domain.filters.EntityFilter`, and the two agree on every
+set (tests/pages/test_browse.py checks this); *absent* is the one thing describe cannot say.
 
 Every entity is also classified by the ladder rung its *shape* fills (:func:`entity_level`):
 ``{user=U}`` is rung 3 for user U, ``{client-id=<default>}`` rung 8, an ip entity ``"ip"``.
@@ -20,13 +20,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from quota_core.entities import CLIENT_ID, DEFAULT_TEXT, ENTITY_TYPES, IP, USER, Entity
-from quota_core.csvsafe import spreadsheet_cell
+from quota_core.domain import (CLIENT_ID, DEFAULT_TEXT, ENTITY_TYPES, IP, USER, Entity,
+                               spreadsheet_cell)
 from quota_core.errors import FilterError
-from quota_core.filters import EntityFilter, FilterComponent
-from quota_core.ladder import ABSENT, DEFAULT, LADDER, NAME, level_of
-from quota_core.keys import format_value
-from quota_core.units import format_quota
+from quota_core.domain import (EntityFilter, FilterComponent, ABSENT, DEFAULT, LADDER, NAME,
+                               level_of, format_value, format_quota)
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -327,7 +325,7 @@ def export_csv(frame: "pd.DataFrame") -> str:
     misread: a real ``<default>`` name is ``"<default>"``, the default entity ``<default>``),
     the level, the names (``<default>`` for the
     default, empty when absent), and each key's exact value (empty when not set). A cell a
-    spreadsheet would run as a formula is prefixed with ``'`` (:mod:`quota_core.csvsafe`)."""
+    spreadsheet would run as a formula is prefixed with ``'`` (:mod:`quota_core.domain.csvsafe`)."""
     import pandas as pd
 
     out = pd.DataFrame({"entity": [e.display() for e in frame["_entity"]],
@@ -356,6 +354,6 @@ def frame_quotas(frame: "pd.DataFrame") -> dict[Entity, dict[str, float]]:
 def export_json(frame: "pd.DataFrame") -> str:
     """The rows as the CLI's export document (``quota-console/1``: raw names, ``null`` for
     the default), so ``kafka-client-quotas --import`` can read it back."""
-    from quota_core.serialization import to_document
+    from quota_core.domain import to_document
 
     return json.dumps(to_document(frame_quotas(frame)), indent=1, ensure_ascii=False)

@@ -16,11 +16,10 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ui.browse import LEVELS
-from quota_core.live import broker_name
-from quota_core.resolution import LADDER
-from quota_core.units import format_bytes
+from quota_core.throttling import broker_name
+from quota_core.domain import LADDER, format_bytes
 
-from .text import chart_text
+from ui.text import chart_text
 
 __all__ = ["level_bar", "byte_rate_box", "utilisation_bar", "rate_vs_quota", "level_bars_html",
            "byte_rate_table_html"]

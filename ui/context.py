@@ -10,10 +10,10 @@ import os
 
 import streamlit as st
 
-from .apptest import under_apptest
-from .page_context import CTX_KEY, PageContext, connected_cluster, secrets_dict
-from .settings import access_policy
-from .sidebar import connection_banner, sidebar
+from ui.apptest import under_apptest
+from ui.page_context import CTX_KEY, PageContext, connected_cluster, secrets_dict
+from ui.settings import access_policy
+from ui.sidebar import connection_banner, sidebar
 
 __all__ = ["PageContext", "context", "start_run", "secrets_dict", "connected_cluster"]
 
@@ -30,7 +30,7 @@ def start_run() -> PageContext:
 def _hand_over_to_app() -> None:
     """Switch Streamlit to ``st.navigation`` mode (the public call does it) and rerun, so the
     next run is ``app.py``'s, on the same URL and so the same page."""
-    from .nav import app_pages
+    from ui.nav import app_pages
 
     st.navigation(app_pages(access_policy(dict(os.environ), secrets_dict())), position="hidden")
     st.rerun()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from quota_core.coverage import unwatched, unwatched_sentence
+from quota_core.throttling import unwatched, unwatched_sentence
 
-from .page_context import connected_cluster
-from .text import md
+from ui.page_context import connected_cluster
+from ui.text import md
 
 __all__ = ["unwatched_warnings"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from quota_core.keys import QUOTA_KEYS
+from quota_core.domain import QUOTA_KEYS
 
 __all__ = ["form_message"]
 

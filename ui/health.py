@@ -13,14 +13,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from quota_core.entities import entity_to_json
-from quota_core.lint import (NEEDS, RULES, SEVERITIES, LintInput, LintReport,
-                             protected_from_config, run_lint)
-from quota_core.serialization import dumps
+from quota_core.domain import entity_to_json
+from quota_core.lint import (NEEDS, RULES, SEVERITIES, LintInput, LintReport, protected_from_config,
+                             run_lint)
+from quota_core.domain import dumps
 
-from .settings import history_dir
-from .story import cluster_settings
-from .text import code, md
+from ui.settings import history_dir
+from ui.story import cluster_settings
+from ui.text import code, md
 
 __all__ = ["lint_report", "render_report", "fix_links"]
 _TITLES = {"error": "Errors", "warning": "Warnings", "info": "Info"}
@@ -65,7 +65,7 @@ def fix_links(fix_quotas) -> dict[str, dict[str, str]]:
     box (``?fix=`` YAML), and for a fix of one entry Edit with the entity and its values
     (``?entity=…&fix=`` the entry as JSON). Links, not a switch from a button, so the page
     opens as a click in the menu does: the sidebar keeps what was typed there."""
-    from quota_core.serialization import to_document
+    from quota_core.domain import to_document
 
     doc = to_document(fix_quotas)
     links = {"pages/plan.py": {"fix": dumps(fix_quotas, "yaml")}}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from .settings import REPO_ROOT, Places, analysis_dir, history_dir
+from ui.settings import REPO_ROOT, Places, analysis_dir, history_dir
 
 __all__ = ["Places", "places", "WHAT_IF_COLUMNS", "windows", "start_job", "job_holder", "job_running", "job_log",
            "suggested_value", "sizing_rows", "rollup_state", "rollup_rows", "range_tables", "range_sizing",
@@ -67,28 +67,27 @@ def _in_range(rollups: str, updated_at: str, first: str, last: str):
 @st.cache_data(show_spinner="Summing the hours…", max_entries=16)
 def range_tables(rollups: str, updated_at: str, first: str, last: str) -> dict:
     """History's tables for the hours ``first`` to ``last`` (``hour`` keys, both included)."""
-    from quota_core import history_rollups as hr
-    from quota_core.history import throttle_heatmap
+    from quota_core.analysis import as_samples, clients, entries, throttle_heatmap
 
     part = _in_range(rollups, updated_at, first, last)
-    return {"by_client": hr.clients(part), "by_entry": hr.entries(part),
-            "heat": throttle_heatmap(hr.as_samples(part[part["throttled_s"] > 0]))}
+    return {"by_client": clients(part), "by_entry": entries(part),
+            "heat": throttle_heatmap(as_samples(part[part["throttled_s"] > 0]))}
 
 
 @st.cache_data(show_spinner="Sizing from the rate sketches…", max_entries=16)
 def range_sizing(rollups: str, updated_at: str, first: str, last: str):
-    from quota_core import history_rollups as hr
+    from quota_core.analysis import sizing, sketch_rows
 
-    return hr.sizing(hr.sketch_rows(rollup_rows(rollups, updated_at),
-                                    daily_rows(rollups, updated_at), first, last))
+    return sizing(sketch_rows(rollup_rows(rollups, updated_at),
+                          daily_rows(rollups, updated_at), first, last))
 
 
 @st.cache_data(max_entries=32)
 def bucket_hours(rollups: str, updated_at: str, first: str, last: str,
                  bucket: tuple[str | None, str | None, str]):
-    from quota_core import history_rollups as hr
+    from quota_core.analysis import bucket_hours
 
-    return hr.bucket_hours(_in_range(rollups, updated_at, first, last), *bucket)
+    return bucket_hours(_in_range(rollups, updated_at, first, last), *bucket)
 
 
 #: What Edit's what-if needs of the per-sample table: six of its 15 columns (at millions of
@@ -154,9 +153,9 @@ def start_job(p: Places) -> str | None:
 
 
 def suggested_value(key: str, value: float) -> float:
-    """The suggestion as History shows it: :func:`quota_core.units.round_up_quota` (the one
+    """The suggestion as History shows it: :func:`quota_core.domain.units.round_up_quota` (the one
     display rounding, lint's too) of the sizing table's ``suggested_quota``."""
-    from quota_core.units import round_up_quota
+    from quota_core.domain import round_up_quota
 
     return round_up_quota(key, value)
 
@@ -165,8 +164,7 @@ def sizing_rows(sizing, quotas) -> list[dict]:
     """History's sizing table: per entry and key, the quota the cluster holds *now* (the
     connection's quota set; "not set" when the entry no longer sets the key) and the
     suggestion, both in the units of every other page."""
-    from quota_core.entities import entity_from_json
-    from quota_core.units import format_quota, format_rate
+    from quota_core.domain import entity_from_json, format_quota, format_rate
 
     rows = []
     for source, key, suggested, clients in zip(sizing["source"], sizing["key"],

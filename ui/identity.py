@@ -2,7 +2,7 @@
 
 Pure functions over plain values (the :class:`~ui.settings.AccessPolicy`, ``st.user`` as a
 dict, a header's value, the server's listen address), so every case is a row in
-``tests/test_identity.py``; ``ui/sidebar.py`` only reads Streamlit and renders the result.
+``tests/pages/test_identity.py``; ``ui/sidebar.py`` only reads Streamlit and renders the result.
 
 How the console knows who is at the keyboard, strongest first (the first that is
 configured wins; a verified identity is never replaced by a weaker one):
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
-    from .settings import AccessPolicy
+    from ui.settings import AccessPolicy
 
 __all__ = ["Identity", "SIGNIN", "PROXY", "LOCAL", "NONE", "LOCAL_MODE_NOTICE",
            "LOCAL_MODE_DETAIL", "is_loopback", "nothing_configured", "access_mode", "identify",

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from quota_core.coverage import endpoint_address
+from quota_core.throttling import endpoint_address
 from quota_core.telemetry.collector import Endpoint, parse_endpoints
 from quota_core.errors import QuotaError
 
-from .settings import metrics_endpoints, metrics_template
+from ui.settings import metrics_endpoints, metrics_template
 
 __all__ = ["LiveFeed", "feed", "Frame", "Down", "endpoint_name", "usage_rows", "held_rows",
            "frame_unread",
@@ -132,9 +132,9 @@ def _feed(endpoints_text: str) -> LiveFeed:
 def feed(secrets: dict) -> tuple[LiveFeed | None, str | None]:
     """The feed for the configured endpoints (or the template, filled in for the connected
     cluster's brokers): ``(feed, None)``, ``(None, why not)``."""
-    from quota_core.coverage import endpoints_from_template
+    from quota_core.throttling import endpoints_from_template
 
-    from .page_context import connected_cluster
+    from ui.page_context import connected_cluster
 
     env = dict(os.environ)
     text, template = metrics_endpoints(env, secrets), metrics_template(env, secrets)
@@ -155,12 +155,12 @@ _ROWS_LOCK = threading.Lock()
 
 
 def usage_rows(frame: Frame, quotas) -> list:
-    """:func:`quota_core.live.join_usage` of one scrape round against one quota set, computed
+    """:func:`quota_core.throttling.live.join_usage` of one scrape round against one quota set, computed
     once per process: Throttled now and every Resolve live panel (each session, every 5 s)
     read the same round, and resolving its buckets indexes the whole set (~1 s at 100,000
     entries). Keyed by identity; the entry holds both objects, so an id is not reused while
     it is kept. The rows are shared: callers read them, never change them."""
-    from quota_core.live import join_usage
+    from quota_core.throttling import join_usage
 
     key = (id(frame), id(quotas))
     with _ROWS_LOCK:
@@ -179,9 +179,9 @@ def usage_rows(frame: Frame, quotas) -> list:
 def frame_unread(frame: Frame | None, cluster_nodes=()) -> tuple[str, ...]:
     """The brokers whose figures ``frame`` does not hold, each once: by node id where known
     (an endpoint that answered before with its node id; a broker of the cluster no answering
-    endpoint covers), by ``host:port`` otherwise (:func:`quota_core.coverage.unread_brokers`).
+    endpoint covers), by ``host:port`` otherwise (:func:`quota_core.throttling.coverage.unread_brokers`).
     No frame yet: every broker of the cluster."""
-    from quota_core.coverage import unread_brokers
+    from quota_core.throttling import unread_brokers
 
     if frame is None:
         return tuple(cluster_nodes)
@@ -190,13 +190,13 @@ def frame_unread(frame: Frame | None, cluster_nodes=()) -> tuple[str, ...]:
 
 
 def ended_ago(history, row, memory_ms: float, now: float | None = None) -> float | None:
-    """For a bucket throttled recently (``row``: a :class:`quota_core.live.BucketUsage` with
+    """For a bucket throttled recently (``row``: a :class:`quota_core.throttling.live.BucketUsage` with
     ``recent``): how many seconds ago the feed last saw it throttled *now* on that broker,
     looking back over the broker's throttle-time memory (``memory_ms``); None when no round
     kept shows it (the console started since, or it ended before)."""
     from dataclasses import replace
 
-    from quota_core.live import finite, gather
+    from quota_core.throttling import finite, gather
 
     now = time.time() if now is None else now
     key = (row.broker, row.quota_type, row.user, row.client_id)
@@ -216,16 +216,16 @@ def ended_ago(history, row, memory_ms: float, now: float | None = None) -> float
 
 def held_rows(live: LiveFeed, frame: Frame, quotas) -> list:
     """:func:`usage_rows` of ``frame``, where a bucket that looks throttled recently but was
-    throttled now in a round of the last :data:`quota_core.live.CONFIRM_S` stays "now": a
-    read under 90 % of the quota can be a dip (:func:`quota_core.live.hold`)."""
-    from quota_core import live as core
+    throttled now in a round of the last :data:`quota_core.throttling.live.CONFIRM_S` stays "now": a
+    read under 90 % of the quota can be a dip (:func:`quota_core.throttling.live.hold`)."""
+    from quota_core.throttling import CONFIRM_S, hold
 
     rows = usage_rows(frame, quotas)
     if not any(r.recent for r in rows):
         return rows
     # Every round of the last CONFIRM_S (at least the round before): a bucket throttled now
     # in any of them stays "now" (a dip lasts about 2 s at most).
-    span = max(core.CONFIRM_S, live.every_s) + 0.5
+    span = max(CONFIRM_S, live.every_s) + 0.5
     for before in [f for f in live.history() if frame.at - span <= f.at < frame.at]:
-        rows = core.hold(rows, usage_rows(before, quotas))
+        rows = hold(rows, usage_rows(before, quotas))
     return rows

@@ -1,10 +1,10 @@
 """The Resolve page's live panel: per key, whether *this* client is throttled now, read only
-from its own bucket (quota_core.membership), per broker; the bucket's rate against its quota
+from its own bucket (quota_core.domain.membership), per broker; the bucket's rate against its quota
 over the last minutes; on several brokers, a client × broker grid with the sentence that
-explains the spread (quota_core.spread); and apart, the other buckets under the same user or
+explains the spread (quota_core.throttling.spreads); and apart, the other buckets under the same user or
 client id.
 
-Every sentence is rendered from the one verdict per key (quota_core.verdict / story)."""
+Every sentence is rendered from the one verdict per key (quota_core.throttling.verdict / story)."""
 from __future__ import annotations
 
 import time
@@ -12,22 +12,19 @@ from datetime import datetime
 
 import streamlit as st
 
-from quota_core.live import KEY_OF_TYPE, gather
-from quota_core.membership import Membership
-from quota_core.resolution import Resolution
-from quota_core.spread import spread
-from quota_core.story import (bucket_details, client_story, is_blind, is_quiet,
-                              others_story, quiet_story, unknown_story)
-from quota_core.throttle import DEFAULT_WINDOW
-from quota_core.verdict import tags_entity
+from quota_core.throttling import KEY_OF_TYPE, gather
+from quota_core.domain import Membership, Resolution
+from quota_core.throttling import (spread, bucket_details, client_story, is_blind, is_quiet,
+                                   others_story, quiet_story, unknown_story, DEFAULT_WINDOW,
+                                   tags_entity)
 
-from .charts import rate_vs_quota
-from .live import feed, frame_unread, held_rows
-from .spread import show_spreads
-from .page_context import connected_cluster, secrets_dict
-from .coverage import unwatched_warnings
-from .story import sentences_html, shared_verdicts
-from .text import md
+from ui.charts import rate_vs_quota
+from ui.live import feed, frame_unread, held_rows
+from ui.spread import show_spreads
+from ui.page_context import connected_cluster, secrets_dict
+from ui.coverage import unwatched_warnings
+from ui.story import sentences_html, shared_verdicts
+from ui.text import md
 
 __all__ = ["live_panel"]
 _TYPE_OF_KEY = {key: quota_type for quota_type, key in KEY_OF_TYPE.items()}
@@ -64,7 +61,7 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window,
     unwatched_warnings(latest)
     cluster = connected_cluster()
     # The brokers not read, once each (by node id where known): the verdict is unknown, never
-    # "not throttled", while any is (quota_core.live.live_verdict).
+    # "not throttled", while any is (quota_core.throttling.live.live_verdict).
     unread = frame_unread(latest, cluster.node_ids if cluster is not None else ())
     rows = held_rows(live, latest, quotas)
     found = shared_verdicts(resolution, keys, quotas, rows, window, members, unread)

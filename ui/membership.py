@@ -1,6 +1,6 @@
 """The bucket rules over one described set, shared by every page run on it.
 
-:class:`quota_core.membership.Membership` answers from a per-key index of the entries that hold
+:class:`quota_core.domain.membership.Membership` answers from a per-key index of the entries that hold
 the key (~1.6 s to build at 100,000 entries), and :meth:`~Membership.excepted` asks
 :meth:`~Membership.tags` once for every name under the key (~0.2 s per key at 100,000). Resolve
 built a fresh one several times per rerun (its cards, its verdicts, each sentence), so a
@@ -14,7 +14,7 @@ them looks up for ``(u, cc)`` is held. The other rungs look up the same entry fo
 ``cc``. Names with the same pattern of held rungs land on the same rung, hence in a bucket of
 the same kind, and a bucket's kind alone says whether it is ``(u, None)``. So the core is asked
 for one name of each pattern (at most 2³ of them, and one for all the names that no such rung
-holds). The same holds for a client-id bucket over users. ``tests/test_rerun_speed.py`` checks
+holds). The same holds for a client-id bucket over users. ``tests/pages/test_rerun_speed.py`` checks
 the answers against the core's on every name of generated sets.
 """
 from __future__ import annotations
@@ -22,9 +22,7 @@ from __future__ import annotations
 import threading
 from typing import Iterable
 
-from quota_core import ladder
-from quota_core.entities import CLIENT_ID, USER
-from quota_core.membership import Membership, Tags
+from quota_core.domain import CLIENT_ID, LADDER, NAME, USER, Membership, Rung, Tags, level_of
 
 __all__ = ["SharedMembership"]
 
@@ -59,11 +57,11 @@ class SharedMembership(Membership):
             return found
         other = CLIENT_ID if side == USER else USER
         held: _Held = {}
-        rungs = {r.level: r for r in ladder.LADDER if _names(r, side)}
+        rungs = {r.level: r for r in LADDER if _names(r, side)}
         for r in rungs.values():
             held[r.level] = {} if _names(r, other) else set()
         if self._levels is None:  # every entry's rung, once for all keys and both sides
-            self._levels = {e: ladder.level_of(e) for e in self._quotas}
+            self._levels = {e: level_of(e) for e in self._quotas}
         levels = self._levels
         for entity in self._for(key).holders:
             level = levels[entity]
@@ -119,5 +117,5 @@ class SharedMembership(Membership):
         return sorted(out)
 
 
-def _names(r: ladder.Rung, side: str) -> bool:
-    return (r.user if side == USER else r.client_id) == ladder.NAME
+def _names(r: Rung, side: str) -> bool:
+    return (r.user if side == USER else r.client_id) == NAME

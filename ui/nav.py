@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .settings import AccessPolicy
+from ui.settings import AccessPolicy
 
 __all__ = ["app_pages", "RESOLVE"]
 

@@ -16,9 +16,9 @@ from quota_core.backends.base import QuotaBackend
 from quota_core.changes.audit import AuditLog, cluster_fields, store_fields
 from quota_core.errors import QuotaError
 
-from .identity import Identity, may_edit
-from .registry import Snapshot
-from .settings import AccessPolicy, ConnectionSpec
+from ui.identity import Identity, may_edit
+from ui.registry import Snapshot
+from ui.settings import AccessPolicy, ConnectionSpec
 
 __all__ = ["PageContext", "secrets_dict", "connected_cluster", "remember", "CTX_KEY"]
 
@@ -77,7 +77,7 @@ CTX_KEY = "_quota_page_context"
 
 
 def connected_cluster():
-    """The connected cluster's :class:`~quota_core.entities.ClusterInfo` as this session last
+    """The connected cluster's :class:`~quota_core.domain.entities.ClusterInfo` as this session last
     described it (its brokers), or None; for fragments that rerun without the page."""
     ctx = st.session_state.get(CTX_KEY)
     return ctx.snapshot.info if ctx is not None and ctx.snapshot is not None else None

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 import streamlit as st
 
-from quota_core.entities import ClusterInfo, QuotaSet
+from quota_core.domain import ClusterInfo, QuotaSet
 from quota_core.backends.base import QuotaBackend
 from ui.browse import ALL_KEYS, quota_frame
 from quota_core.backends.open import open_backend
 from quota_core.errors import QuotaError
-from quota_core.impact import clients_from_entries
-from .membership import SharedMembership
-from .settings import ConnectionSpec
+from quota_core.planning import clients_from_entries
+from ui.membership import SharedMembership
+from ui.settings import ConnectionSpec
 from quota_core.backends.locked import LockedBackend
 
 __all__ = ["Snapshot", "Health", "stale_notice", "Registry", "registry"]
@@ -75,9 +75,9 @@ class Snapshot:
         return self._members
 
     def dead_keys(self) -> dict:
-        """Entries with keys that never bind any client (quota_core.shadows), once per snapshot."""
+        """Entries with keys that never bind any client (quota_core.domain.shadows), once per snapshot."""
         if self._dead is None:
-            from quota_core.shadows import dead_keys
+            from quota_core.domain import dead_keys
 
             self._dead = dead_keys(self.quotas)
             _keep_out_of_gc()

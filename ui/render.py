@@ -9,12 +9,9 @@ from html import escape
 from typing import Iterable, Mapping
 
 from ui.browse import ALL_KEYS, DEFAULT_LABEL
-from quota_core.entities import Entity, display_name
-from quota_core.keys import QUOTA_KEYS, format_value
-from quota_core.membership import Membership, kind_of_tags
-from quota_core.resolution import LADDER, Resolution
-from quota_core.units import (format_bytes, format_editable, format_exact, format_quota,
-                              format_rate)
+from quota_core.domain import (Entity, display_name, QUOTA_KEYS, format_value, Membership,
+                               kind_of_tags, LADDER, Resolution, format_bytes, format_editable,
+                               format_exact, format_quota, format_rate)
 
 __all__ = ["exact_text", "short_value", "editable_text", "entity_text", "entity_html",
            "answers_html", "ladder_html", "traffic_rows", "KEY_ORDER", "BUCKET_WORDS"]
@@ -94,7 +91,7 @@ def answers_html(resolution: Resolution, keys: Iterable[str],
                  quotas: Mapping[Entity, Mapping[str, float]] | None = None,
                  members: Membership | None = None) -> str:
     """One card per key: the effective quota, the level and entry that set it, who shares it
-    (with ``quotas``: the bucket :class:`~quota_core.membership.Membership` puts the client
+    (with ``quotas``: the bucket :class:`~quota_core.domain.membership.Membership` puts the client
     in, naming the client ids or users an entry of their own takes out of it).
 
     One HTML block rather than a metric widget per key: ``st.metric`` makes the browser load
@@ -202,7 +199,7 @@ def ladder_html(resolution: Resolution, keys: Iterable[str] | None = None) -> st
 
 def traffic_rows(changes, limit: int = 500) -> list[dict]:
     """The table of buckets the brokers report whose quota a change moves (Edit and Plan
-    previews, at today's rates): one row per ``quota_core.live.TrafficChange``."""
+    previews, at today's rates): one row per ``quota_core.throttling.live.TrafficChange``."""
     return [{"broker": c.after.broker, "type": c.after.quota_type,
              "bucket": ", ".join(f"{t}={n}" for t, n in c.after.bucket.items() if n is not None),
              "rate now": format_rate(c.after.key, c.after.rate),

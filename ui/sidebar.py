@@ -16,13 +16,13 @@ from quota_core.backends.base import QuotaBackend
 from quota_core.changes.audit import AuditLog
 from quota_core.errors import QuotaError
 
-from .page_context import PageContext, remember, secrets_dict
-from .identity import (LOCAL, LOCAL_MODE_DETAIL, LOCAL_MODE_NOTICE, PROXY, SIGNIN, Identity,
-                       access_mode, identify, setup_banner)
-from .registry import Health, Snapshot, _clock, registry, stale_notice
-from .settings import (AccessPolicy, ConnectionSpec, access_policy, audit_path, cache_ttl,
-                       connections, kafka_timeout, watch_every)
-from .text import code, md
+from ui.page_context import PageContext, remember, secrets_dict
+from ui.identity import (LOCAL, LOCAL_MODE_DETAIL, LOCAL_MODE_NOTICE, PROXY, SIGNIN, Identity,
+                         access_mode, identify, setup_banner)
+from ui.registry import Health, Snapshot, _clock, registry, stale_notice
+from ui.settings import (AccessPolicy, ConnectionSpec, access_policy, audit_path, cache_ttl,
+                         connections, kafka_timeout, watch_every)
+from ui.text import code, md
 
 __all__ = ["sidebar", "card_state", "connection_banner", "editing_gate", "may_apply"]
 

@@ -1,8 +1,8 @@
 """The client × broker view: buckets (rows) over brokers (columns), each cell the bucket's
 rate, use and throttle on that broker, coloured so a throttled broker stands out; then the
-sentence of :mod:`quota_core.spread` that explains the spread.
+sentence of :mod:`quota_core.throttling.spreads` that explains the spread.
 
-Render-only: every figure and every word comes from :class:`quota_core.spread.Spread`. Each
+Render-only: every figure and every word comes from :class:`quota_core.throttling.spreads.Spread`. Each
 broker is its own column, never a summed "cluster" figure.
 """
 from __future__ import annotations
@@ -13,11 +13,10 @@ from typing import Iterable
 import pandas as pd
 import streamlit as st
 
-from quota_core.spread import Spread, broker_order, bucket_spreads, judged_spread
-from quota_core.verdict import tags_entity
-from quota_core.units import format_quota, format_rate
+from quota_core.throttling import Spread, broker_order, bucket_spreads, judged_spread, tags_entity
+from quota_core.domain import format_quota, format_rate
 
-from .story import sentences_html
+from ui.story import sentences_html
 
 __all__ = ["cell_text", "spread_grid", "show_spreads", "show_bucket_spreads",
            "show_traffic_spreads", "traffic_spreads", "labelled", "NO_TRAFFIC", "preview_unread",
@@ -137,8 +136,8 @@ def traffic_spreads(changes, brokers: Iterable[str] = (),
 def show_traffic_spreads(changes, key: str = "ed_spread") -> None:
     """The grid and sentences of :func:`traffic_spreads`, over the brokers the live feed
     read last (when more than one)."""
-    from .page_context import secrets_dict
-    from .live import feed
+    from ui.page_context import secrets_dict
+    from ui.live import feed
 
     live, _ = feed(secrets_dict())
     frame = live.latest(wait_s=0) if live is not None else None
@@ -155,10 +154,10 @@ def show_traffic_spreads(changes, key: str = "ed_spread") -> None:
 def cluster_unread(frame) -> tuple[str, ...]:
     """The brokers of the connected cluster ``frame`` (a live feed round, or None) holds no
     figures of (:func:`ui.live.frame_unread`): what a verdict at today's rates passes to
-    :func:`quota_core.live.live_verdict`, so the Plan page and the Edit preview agree with
+    :func:`quota_core.throttling.live.live_verdict`, so the Plan page and the Edit preview agree with
     ``plan --metrics``."""
-    from .page_context import connected_cluster
-    from .live import frame_unread
+    from ui.page_context import connected_cluster
+    from ui.live import frame_unread
 
     cluster = connected_cluster()
     return frame_unread(frame, cluster.node_ids if cluster is not None else ())
@@ -168,8 +167,8 @@ def preview_unread(frame=None) -> tuple[str, ...]:
     """The brokers a preview at today's rates cannot judge (their figures are unknown), each
     once, by node id where known; with a warning naming them. ``frame`` defaults to the live
     feed's latest round."""
-    from .page_context import secrets_dict
-    from .live import feed
+    from ui.page_context import secrets_dict
+    from ui.live import feed
 
     if frame is None:
         live, _ = feed(secrets_dict())
@@ -178,7 +177,7 @@ def preview_unread(frame=None) -> tuple[str, ...]:
         frame = live.latest(wait_s=0)
     unread = cluster_unread(frame)
     if unread:
-        from quota_core.spread import brokers_text
+        from quota_core.throttling import brokers_text
 
         names = brokers_text(unread)
         st.warning(f"{names[0].upper()}{names[1:]} could not be read: the preview at today's "

@@ -1,14 +1,14 @@
 """Resolve's sentences as escaped HTML: names are shown raw, never interpreted as markup.
 
-Every sentence comes from :mod:`quota_core.story` (one verdict per key) or from the existing
-explanations (:func:`quota_core.explain_key`, :func:`quota_core.shadows.shadow_note_parts`).
+Every sentence comes from :mod:`quota_core.throttling.story` (one verdict per key) or from the existing
+explanations (:func:`quota_core.explain_key`, :func:`quota_core.domain.shadows.shadow_note_parts`).
 """
 from __future__ import annotations
 
 from html import escape
 from typing import Iterable
 
-from quota_core.story import STATUS, Sentence
+from quota_core.throttling import STATUS, Sentence
 
 __all__ = ["sentence_html", "sentences_html", "note_html", "notes_html", "shared_verdicts"]
 
@@ -26,11 +26,11 @@ _TONE = {  # background, border
 def _tone(sentence: Sentence) -> str:
     if sentence.claims.get("subject") == "other":
         return "other"
-    if sentence.kind in (STATUS, "spread"):  # quota_core.spread.SPREAD
+    if sentence.kind in (STATUS, "spread"):  # quota_core.throttling.spreads.SPREAD
         throttled = sentence.claims.get("throttled")
         if throttled:
             return "throttled"
-        # Green only for "not throttled" with every broker read (quota_core.live.live_verdict).
+        # Green only for "not throttled" with every broker read (quota_core.throttling.live.live_verdict).
         if throttled is None or sentence.claims.get("unread"):
             return "unknown"
         return "recent" if sentence.claims.get("recent") else "ok"
@@ -49,12 +49,12 @@ def sentences_html(sentences: Iterable[Sentence]) -> str:
     return "".join(sentence_html(s) for s in sentences)
 
 
-_TAG = {"code": "code", "em": "em"}  # quota_core.shadows.CODE / EM
+_TAG = {"code": "code", "em": "em"}  # quota_core.domain.shadows.CODE / EM
 
 
 def note_html(parts) -> str:
     """A note as escaped HTML: ``parts`` are ``(style, text)`` pairs
-    (:func:`quota_core.shadows.shadow_note_parts`), each part escaped and, for an entity or a
+    (:func:`quota_core.domain.shadows.shadow_note_parts`), each part escaped and, for an entity or a
     stressed word, wrapped in its tag. Markup is never read out of the text, so a name with
     ``*`` or a backtick is shown as written (issue 32, finding 6). A plain string is one
     plain part."""
@@ -82,12 +82,12 @@ _SETTINGS_TTL_S = 60.0
 
 
 def cluster_settings(backend):
-    """The broker settings of the cluster behind ``backend`` (:mod:`quota_core.brokers`;
+    """The broker settings of the cluster behind ``backend`` (:mod:`quota_core.throttling.brokers`;
     Kafka's defaults when they cannot be read, saying why); cached a minute per connection."""
     import threading
     import time
 
-    from quota_core.brokers import ClusterSettings, read_settings
+    from quota_core.throttling import ClusterSettings, read_settings
 
     if backend is None:
         return ClusterSettings.defaults()
@@ -108,10 +108,10 @@ def cluster_window(backend):
 
 
 def shared_verdicts(resolution, keys, quotas, rows, window, members, unread=()):
-    """:func:`quota_core.verdict.verdicts` with the snapshot's bucket rules (``members``,
+    """:func:`quota_core.throttling.verdict.verdicts` with the snapshot's bucket rules (``members``,
     :meth:`ui.registry.Snapshot.members`) rather than a fresh index per call; ``unread`` the
     brokers whose figures are unknown (:func:`ui.live.frame_unread`)."""
-    from quota_core.verdict import key_verdict
+    from quota_core.throttling import key_verdict
 
     unread = tuple(unread)
     return [key_verdict(resolution, k, quotas, rows, window, members, unread=unread)

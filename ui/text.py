@@ -62,7 +62,7 @@ _NOTE_MARKUP = re.compile(r"`([^`]*)`|\*([^*\s][^*]*)\*")
 
 
 def md_note(text: str) -> str:
-    """A sentence the core wrote with a little markdown (``quota_core.shadows``: entities in
+    """A sentence the core wrote with a little markdown (``quota_core.domain.shadows``: entities in
     ``code``, a word in *emphasis*) and names inside: its code spans and emphasis are kept,
     everything else is escaped as :func:`md` does. A name with a backtick or an asterisk
     may split a span differently, but every piece is still shown as text."""

@@ -5,6 +5,6 @@ The interface (:mod:`.base`), the Kafka backend (:mod:`.kafka`, over the pinned 
 store (:mod:`.sandbox`), opening a backend from the flags a user typed (:mod:`.open`) and
 reading the files a user named (:mod:`.files`).
 
-May import: the pure core (``quota_core.*`` flat modules), the standard library and the Kafka
+May import: the pure core (domain, throttling, analysis, planning, errors), the stdlib and the Kafka
 clients. Never telemetry, changes, cli, ui, pages or pipeline (checked by import-linter).
 """

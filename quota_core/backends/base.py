@@ -16,10 +16,10 @@ import time
 from abc import ABC, abstractmethod
 from typing import Iterator, Mapping, Sequence
 
-from ..alterations import AlterOutcome, Alteration
-from ..entities import ClusterInfo, Entity, QuotaSet  # re-exported
-from ..filters import EntityFilter
-from ..validation import validate_alterations
+from quota_core.domain.alterations import AlterOutcome, Alteration
+from quota_core.domain.entities import ClusterInfo, Entity, QuotaSet  # re-exported
+from quota_core.domain.filters import EntityFilter
+from quota_core.domain.validation import validate_alterations
 
 __all__ = ["QuotaBackend", "ClusterInfo", "QuotaSet", "WriteLease", "checked_alter"]
 
@@ -40,7 +40,7 @@ class WriteLease:
     def ensure(self, need_s: float) -> None:
         """Raise :class:`~quota_core.errors.LeaseUnavailable` unless ``need_s`` seconds of
         the lease are left (nothing is sent then)."""
-        from ..errors import LeaseUnavailable
+        from quota_core.errors import LeaseUnavailable
 
         if self.remaining() < need_s:
             raise LeaseUnavailable(
@@ -97,14 +97,14 @@ class QuotaBackend(ABC):
         """The quotas of exactly this entity ({} when it has none)."""
         return self.describe(EntityFilter.for_entity(entity)).get(entity, {})
 
-    def broker_settings(self) -> "ClusterSettings":  # noqa: F821 - quota_core.brokers
+    def broker_settings(self) -> "ClusterSettings":  # noqa: F821 - quota_core.throttling.brokers
         """Every broker's quota settings (the window, the callback, ...). A backend without
         brokers (the sandbox) has Kafka's defaults, and says so in ``source``."""
-        from ..brokers import ClusterSettings
+        from quota_core.throttling.brokers import ClusterSettings
 
         return ClusterSettings.defaults("Kafka's defaults: the sandbox has no brokers")
 
-    def quota_window(self) -> "QuotaWindow":  # noqa: F821 - quota_core.throttle.QuotaWindow
+    def quota_window(self) -> "QuotaWindow":  # noqa: F821 - quota_core.throttling.throttle.QuotaWindow
         """The brokers' quota window (``quota.window.num`` × ``quota.window.size.seconds``),
         from :meth:`broker_settings`: for the sandbox Kafka's defaults, 11 × 1 s, saying so
         in the window's ``source``."""

@@ -11,10 +11,10 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ParseError, QuotaError
+from quota_core.errors import ParseError, QuotaError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..serialization import QuotaFile
+    from quota_core.domain.serialization import QuotaFile
 
 __all__ = ["IMPORT_LIMIT", "LINE_LIMIT", "PROPERTIES_LIMIT", "read_bytes_file",
            "read_text_file", "upload_text", "read_quota_path", "read_quota_upload"]
@@ -109,9 +109,9 @@ def read_quota_path(path: str | Path) -> "QuotaFile":
     """The quota file the user named, read as every command reads one (``lint FILE``,
     ``plan FILE``, ``--import``, ``analyze --quotas`` / ``--what-if``): a regular file of at
     most :data:`IMPORT_LIMIT` bytes of UTF-8, then the strict reader and its checks
-    (:func:`quota_core.serialization.read_quota_file`). One :class:`ParseError` of one line,
+    (:func:`quota_core.domain.serialization.read_quota_file`). One :class:`ParseError` of one line,
     the same for every command, when the file cannot be read or may not be applied."""
-    from ..serialization import format_of, read_quota_file
+    from quota_core.domain.serialization import format_of, read_quota_file
 
     text = read_text_file(path, _QUOTA_FILE, IMPORT_LIMIT, fix=_QUOTA_FIX)
     return read_quota_file(text, format_of(Path(path).name, text), source=str(path))
@@ -121,7 +121,7 @@ def read_quota_upload(data: bytes, name: str) -> "QuotaFile":
     """A quota file uploaded or pasted on the Plan page (``name``: the upload's file name, or
     ``pasted text``): the bounds, the strict reader and the checks of :func:`read_quota_path`,
     with its messages."""
-    from ..serialization import format_of, read_quota_file
+    from quota_core.domain.serialization import format_of, read_quota_file
 
     if len(data) > IMPORT_LIMIT:
         reason = f"it is larger than {_size(IMPORT_LIMIT)}, the most a {_QUOTA_FILE} may be"

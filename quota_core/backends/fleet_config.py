@@ -1,4 +1,4 @@
-"""Read the fleet's configuration (the I/O half of :mod:`quota_core.fleet`) and open a
+"""Read the fleet's configuration (the I/O half of :mod:`quota_core.domain.fleet`) and open a
 cluster of it.
 
 Where the fleet comes from, first match wins:
@@ -17,11 +17,11 @@ from typing import Any, Callable, Mapping
 
 import argparse
 
-from ..errors import UnreadableFile, UsageError
-from ..fleet import (ClusterConfig, Fleet, fleet_from_mapping, fleet_of_one, parse_fleet,
-                     valid_name)
-from .base import QuotaBackend
-from .open import open_cluster
+from quota_core.errors import UnreadableFile, UsageError
+from quota_core.domain.fleet import (ClusterConfig, Fleet, fleet_from_mapping, fleet_of_one,
+                                     parse_fleet, valid_name)
+from quota_core.backends.base import QuotaBackend
+from quota_core.backends.open import open_cluster
 
 __all__ = ["load_fleet", "read_fleet_file", "open_cluster_backend", "CONFIG_ENV",
            "MAX_CONFIG_BYTES", "select_cluster", "fleet_of_args", "valid_cluster_name"]

@@ -25,7 +25,7 @@ Every kafka-python error is translated here (``raise ... from exc``) into
 Every network wait is bounded by ``timeout_s``, except that a connection every bootstrap
 address refuses fails after about a second (three refusals each): retrying a closed port for
 the whole timeout helps nobody. Large alterations are split into requests a broker accepts
-(:func:`quota_core.limits.request_batches`). Passwords never reach a message, a ``repr`` or
+(:func:`quota_core.domain.limits.request_batches`). Passwords never reach a message, a ``repr`` or
 a log line: kafka-python's own loggers get a filter that redacts the live secrets (at DEBUG it
 logs request bodies, which for SASL/PLAIN contain the password).
 """
@@ -39,20 +39,23 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from ..alterations import AlterOutcome, Alteration, EntityResult, Op
-from ..entities import ClusterInfo, QuotaSet
-from .base import QuotaBackend
-from ..entities import Entity
-from ..errors import (AuthenticationFailed, ConfigError, ConnectionFailed, EntityError,
-                      FilterError, NotAuthorized, OutcomeUnknown, QuotaError, RequestRejected,
-                      UnsupportedBroker)
-from ..filters import EntityFilter, FilterComponent
-from ..keys import same_value
-from .kafka_wire import (RECEIVE_MAX_BYTES, AlterClientQuotasRequest, DescribeClientQuotasRequest,
-                         Errors, KafkaConnectionManager, MetadataRequest, NetworkSelector,
-                         RawDescribeClientQuotasRequest, oversized_frame, request_may_have_left)
-from ..limits import MAX_NAME_BYTES, MAX_RECORDS_PER_REQUEST, PER_ENTITY_READS, request_batches
-from .kafka_config import KafkaClientConfig, client_config, load_command_config
+from quota_core.domain.alterations import AlterOutcome, Alteration, EntityResult, Op
+from quota_core.domain.entities import ClusterInfo, QuotaSet
+from quota_core.backends.base import QuotaBackend
+from quota_core.domain.entities import Entity
+from quota_core.errors import (AuthenticationFailed, ConfigError, ConnectionFailed, EntityError,
+                               FilterError, NotAuthorized, OutcomeUnknown, QuotaError,
+                               RequestRejected, UnsupportedBroker)
+from quota_core.domain.filters import EntityFilter, FilterComponent
+from quota_core.domain.keys import same_value
+from quota_core.backends.kafka_wire import (RECEIVE_MAX_BYTES, AlterClientQuotasRequest,
+                                            DescribeClientQuotasRequest, Errors,
+                                            KafkaConnectionManager, MetadataRequest,
+                                            NetworkSelector, RawDescribeClientQuotasRequest,
+                                            oversized_frame, request_may_have_left)
+from quota_core.domain.limits import (MAX_NAME_BYTES, MAX_RECORDS_PER_REQUEST, PER_ENTITY_READS,
+                                      request_batches)
+from quota_core.backends.kafka_config import KafkaClientConfig, client_config, load_command_config
 
 __all__ = ["KafkaBackend", "check_quota_apis"]
 
@@ -662,7 +665,7 @@ class KafkaBackend(QuotaBackend):
         """Apply (or validate) the alterations, one result per entity.
 
         More than a broker accepts in one request (10,000 changed keys: see
-        :mod:`quota_core.limits`) goes in several requests, in order; every alteration of an
+        :mod:`quota_core.domain.limits`) goes in several requests, in order; every alteration of an
         entity stays in one request. When the connection is lost after a request was sent, or
         the broker answers an entity with an error that says nothing about the change itself
         (the controller moved or timed out: :func:`_doubtful`), the alter is not sent again:
@@ -996,7 +999,7 @@ class KafkaBackend(QuotaBackend):
     def write_lease(self, holder: str, wait_s: float, hold_s: float | None = None):
         """The cluster's write lease (:mod:`quota_core.backends.kafka_lease`), with this backend's
         connection settings, held for ``QUOTA_LEASE_SECONDS`` or ``hold_s``, the longer."""
-        from .kafka_lease import hold_seconds, kafka_write_lease
+        from quota_core.backends.kafka_lease import hold_seconds, kafka_write_lease
 
         return kafka_write_lease(self.config.librdkafka_config() | {
             "bootstrap.servers": self.bootstrap_servers}, holder, wait_s,
@@ -1035,15 +1038,15 @@ class KafkaBackend(QuotaBackend):
         _REDACTOR.remove(self._secrets)
         self._secrets = ()
 
-    # -- broker settings (the quota window, the callback: quota_core.brokers) -------------
+    # -- broker settings (the quota window, the callback: quota_core.throttling.brokers) -------------
     def broker_settings(self):
         """Every broker's quota settings (DescribeCluster, then DescribeConfigs per broker):
         :func:`quota_core.backends.kafka_brokers.read_broker_settings`."""
-        from .kafka_brokers import read_broker_settings
+        from quota_core.backends.kafka_brokers import read_broker_settings
 
         return read_broker_settings(self)
 
     def quota_window(self):
         """The quota window most brokers have (each holds its own; they can differ during a
-        rolling change: :meth:`quota_core.brokers.ClusterSettings.disagreements`)."""
+        rolling change: :meth:`quota_core.throttling.brokers.ClusterSettings.disagreements`)."""
         return self.broker_settings().window()

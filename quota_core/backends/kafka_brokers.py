@@ -3,7 +3,7 @@
 A broker answers DescribeConfigs for its own BROKER resource only (any other node id is
 "Unexpected broker id"), so each of the cluster's brokers (the node ids the backend's
 ``info()`` lists) is asked on its own connection; the requests leave together. A broker that
-cannot be reached or refuses is recorded as unread (:attr:`quota_core.brokers.BrokerSettings.
+cannot be reached or refuses is recorded as unread (:attr:`quota_core.throttling.brokers.BrokerSettings.
 error`): the others still count. Only a refusal of
 the DESCRIBE_CONFIGS right fails the whole read, since it holds for every broker.
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import time
 
-from ..brokers import CONFIG_SOURCES, SETTINGS, BrokerSettings, ClusterSettings
-from .kafka_wire import Errors
+from quota_core.throttling.brokers import CONFIG_SOURCES, SETTINGS, BrokerSettings, ClusterSettings
+from quota_core.backends.kafka_wire import Errors
 
 __all__ = ["read_broker_settings"]
 
@@ -103,7 +103,7 @@ async def _ask_all(backend, nodes: list[str], deadline: float) -> dict:
 
 
 def read_broker_settings(backend) -> ClusterSettings:
-    """:data:`quota_core.brokers.SETTINGS` of every broker of the cluster ``backend`` (a
+    """:data:`quota_core.throttling.brokers.SETTINGS` of every broker of the cluster ``backend`` (a
     :class:`~quota_core.backends.kafka.KafkaBackend`) is connected to, within its timeout.
     The brokers are the cluster's node ids as the backend lists them (``info().node_ids``)."""
     nodes = list(backend.info().node_ids)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from ..errors import ConfigError, InvalidClientConfig
+from quota_core.errors import ConfigError, InvalidClientConfig
 
 __all__ = [
     "KafkaClientConfig",
@@ -482,8 +482,8 @@ def client_config(properties: Mapping[str, str] | None,
 
 def load_command_config(path: str | Path) -> KafkaClientConfig:
     """Read and check a ``--command-config`` properties file."""
-    from ..errors import UnreadableConfig
-    from .files import PROPERTIES_LIMIT, read_bytes_file
+    from quota_core.errors import UnreadableConfig
+    from quota_core.backends.files import PROPERTIES_LIMIT, read_bytes_file
 
     path = Path(path)
     if not path.exists() and not path.is_symlink():

@@ -23,8 +23,8 @@ from __future__ import annotations
 import gc
 import struct
 
-from ..entities import CLIENT_ID, ENTITY_TYPES, USER, Entity, QuotaSet
-from ..limits import MAX_NAME_BYTES
+from quota_core.domain.entities import CLIENT_ID, ENTITY_TYPES, USER, Entity, QuotaSet
+from quota_core.domain.limits import MAX_NAME_BYTES
 
 __all__ = ["DescribeAnswer", "read_answer", "decode_quotas"]
 

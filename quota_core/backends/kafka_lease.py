@@ -44,8 +44,8 @@ import time
 import uuid
 from typing import Iterator, Mapping
 
-from .base import WriteLease
-from ..errors import ConnectionFailed, LeaseUnavailable
+from quota_core.backends.base import WriteLease
+from quota_core.errors import ConnectionFailed, LeaseUnavailable
 
 __all__ = ["LEASE_TOPIC", "HOLD_S", "kafka_write_lease", "lease_holder", "break_lease",
            "lease_replication", "lease_min_isr"]

@@ -2,7 +2,7 @@
 and protocol classes), for API keys 48/49, which librdkafka lacks.
 
 kafka-python 3.0.12 is pinned (requirements.txt): these are not its public API, and
-tests/test_kafka_wire.py fails loudly, naming what moved, when an upgrade changes them.
+tests/backends/test_kafka_wire.py fails loudly, naming what moved, when an upgrade changes them.
 :mod:`quota_core.backends.kafka` imports kafka-python only through here.
 
 Start-up matters (a CLI round trip is mostly imports), so the package ``__init__`` of
@@ -83,7 +83,7 @@ from kafka.protocol.admin.client_quotas import (  # noqa: E402
     AlterClientQuotasRequest, DescribeClientQuotasRequest, DescribeClientQuotasResponse)
 from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 
-from .kafka_decode import DescribeAnswer, read_answer  # noqa: E402
+from quota_core.backends.kafka_decode import DescribeAnswer, read_answer  # noqa: E402
 
 
 class _RawAnswerType:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from ..entities import ClusterInfo
-from .base import QuotaBackend
+from quota_core.domain.entities import ClusterInfo
+from quota_core.backends.base import QuotaBackend
 
 __all__ = ["LockedBackend"]
 

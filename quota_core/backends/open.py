@@ -5,11 +5,11 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from .base import QuotaBackend
-from ..errors import ConfigError, UsageError
+from quota_core.backends.base import QuotaBackend
+from quota_core.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
-    from ..fleet import ClusterConfig
+    from quota_core.domain.fleet import ClusterConfig
 
 __all__ = ["open_backend", "add_backend_arguments", "open_backend_from", "NumberAction",
            "require_sandbox_file", "open_cluster", "add_fleet_arguments"]
@@ -90,14 +90,14 @@ def open_backend(sandbox: str | Path | None = None, bootstrap_servers: str | Non
     if sandbox and bootstrap_servers:
         raise ConfigError("Give either a sandbox file or bootstrap servers, not both.")
     if sandbox:
-        from .sandbox import SandboxBackend
+        from quota_core.backends.sandbox import SandboxBackend
 
         return SandboxBackend(sandbox)
     if not bootstrap_servers:
         raise ConfigError("No backend given: pass --bootstrap-server HOST:PORT for a Kafka "
                           "cluster, or --sandbox PATH for a local sandbox file.")
     try:
-        from .kafka import KafkaBackend
+        from quota_core.backends.kafka import KafkaBackend
     except ImportError as exc:  # kafka-python missing, or the module not there yet
         raise ConfigError(f"The Kafka backend is not available ({exc}). Install the project "
                           f"(pip install -e .) or use --sandbox PATH.") from exc
@@ -115,9 +115,9 @@ def open_cluster(cluster: "ClusterConfig", *, timeout_s: float | None = None,
     command-config file and inline properties (the inline ones over the file's)."""
     props = dict(cluster.properties)
     if cluster.command_config and props and not cluster.sandbox:
-        from .files import PROPERTIES_LIMIT, read_bytes_file
-        from .kafka_config import property_lines
-        from ..errors import UnreadableConfig
+        from quota_core.backends.files import PROPERTIES_LIMIT, read_bytes_file
+        from quota_core.backends.kafka_config import property_lines
+        from quota_core.errors import UnreadableConfig
 
         raw = read_bytes_file(Path(cluster.command_config), "command_config file",
                               PROPERTIES_LIMIT, UnreadableConfig)

@@ -32,15 +32,16 @@ from pathlib import Path
 from urllib.parse import quote
 from typing import Iterator, Sequence
 
-from ..alterations import AlterOutcome, Alteration, EntityResult
-from ..entities import ClusterInfo, QuotaSet
-from .base import QuotaBackend, WriteLease
-from ..entities import Entity, entity_from_json, entity_to_json
-from ..errors import ConnectionFailed, LeaseUnavailable, QuotaError
-from ..keys import QUOTA_KEYS
-from ..filters import EntityFilter, filter_quotas
-from ..limits import MAX_RECORDS_PER_REQUEST, POLICY_VIOLATION_MESSAGE, request_batches
-from ..validation import broker_rejection, is_ip_literal, java_entity_text
+from quota_core.domain.alterations import AlterOutcome, Alteration, EntityResult
+from quota_core.domain.entities import ClusterInfo, QuotaSet
+from quota_core.backends.base import QuotaBackend, WriteLease
+from quota_core.domain.entities import Entity, entity_from_json, entity_to_json
+from quota_core.errors import ConnectionFailed, LeaseUnavailable, QuotaError
+from quota_core.domain.keys import QUOTA_KEYS
+from quota_core.domain.filters import EntityFilter, filter_quotas
+from quota_core.domain.limits import (MAX_RECORDS_PER_REQUEST, POLICY_VIOLATION_MESSAGE,
+                                      request_batches)
+from quota_core.domain.validation import broker_rejection, is_ip_literal, java_entity_text
 
 __all__ = ["SandboxBackend", "host_resolves"]
 

@@ -29,10 +29,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ..alterations import Alteration
-from ..entities import Entity, entity_from_json
-from ..keys import json_number
-from ..errors import ConfigError
+from quota_core.domain.alterations import Alteration
+from quota_core.domain.entities import Entity, entity_from_json
+from quota_core.domain.keys import json_number
+from quota_core.errors import ConfigError
 
 __all__ = ["WRITER_STOPPED", "NOTHING_CHANGED", "UNKNOWN_STORE", "merge_records",
            "outcome_record", "AuditRecord", "AuditLog", "records_csv", "records_jsonl",
@@ -87,7 +87,7 @@ def _location(kind: str | None, location: str | None) -> str | None:
 
 def cluster_fields(info: object, label: str | None = None) -> dict:
     """What a record says about the store (as the dashboard's ``ctx.cluster_fields()``),
-    from a backend's :class:`~quota_core.entities.ClusterInfo`: its kind, label, location
+    from a backend's :class:`~quota_core.domain.entities.ClusterInfo`: its kind, label, location
     (a sandbox's absolute path) and ``cluster_id`` (Kafka's cluster id, or the sandbox's
     stored id): the store's identity, which :func:`same_store` matches."""
     kind = getattr(info, "kind", None)
@@ -152,7 +152,7 @@ def _quotas(q: Mapping[str, float]) -> dict[str, float | int | str]:
 @dataclass(frozen=True)
 class AuditRecord:
     """One applied change. ``entity`` is the entity's JSON object (raw names, null: default;
-    see :func:`~quota_core.entities.entity_to_json`); logs written before hold
+    see :func:`~quota_core.domain.entities.entity_to_json`); logs written before hold
     ``[[type, name-or-null], ...]``, which is read too."""
 
     id: str

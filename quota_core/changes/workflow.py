@@ -16,22 +16,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-from ..alterations import AlterOutcome, Alteration, EntityResult, apply_ops
-from .audit import AuditLog, AuditRecord, new_record, outcome_record
-from .progress import ApplyProgress
-from ..backends.base import QuotaBackend, checked_alter
-from ..entities import Entity
-from ..validation import validate_alterations
-from ..errors import (BackendError, ConcurrentChange, OutcomeUnknown, QuotaError,
-                      ReadOnlyCluster, WriteConflict)
-from ..keys import json_number, same_value
-from ..limits import PER_ENTITY_READS
-from ..live import TrafficChange, traffic_impact
-from ..impact import (ClientChange, KeyChange, apply_alteration, client_impact, entity_diff,
-                      ensure_unchanged, ip_impact)
+from quota_core.domain.alterations import AlterOutcome, Alteration, EntityResult, apply_ops
+from quota_core.changes.audit import AuditLog, AuditRecord, new_record, outcome_record
+from quota_core.changes.progress import ApplyProgress
+from quota_core.backends.base import QuotaBackend, checked_alter
+from quota_core.domain.entities import Entity
+from quota_core.domain.validation import validate_alterations
+from quota_core.errors import (BackendError, ConcurrentChange, OutcomeUnknown, QuotaError,
+                               ReadOnlyCluster, WriteConflict)
+from quota_core.domain.keys import json_number, same_value
+from quota_core.domain.limits import PER_ENTITY_READS
+from quota_core.throttling.live import TrafficChange, traffic_impact
+from quota_core.planning.impact import (ClientChange, KeyChange, apply_alteration, client_impact,
+                                        entity_diff, ensure_unchanged, ip_impact)
 
 if TYPE_CHECKING:
-    from ..fleet import ClusterConfig
+    from quota_core.domain.fleet import ClusterConfig
 
 #: How much longer a guarded write may take per 1,000 entities than its fixed part (the
 #: lease, a describe, one request): the guard read, the intents, the alter and the read-back
@@ -236,7 +236,7 @@ def refuse_read_only(target: "ClusterConfig | None") -> None:
     cluster is refused with one line naming it (exit 1), before anything is sent or
     recorded."""
     if target is not None and target.read_only:
-        from ..wording import read_only_refused
+        from quota_core.domain.wording import read_only_refused
 
         raise ReadOnlyCluster(read_only_refused(target.name, target.source or "the fleet file"),
                               cluster=target.name)

@@ -15,7 +15,7 @@ def __getattr__(name: str):
     # reinstall (``make venv``) writes ``quota_core.cli.main:main_entry``. Lazy, so that the
     # submodule ``main`` is not shadowed by the function of the same name.
     if name == "main_entry":
-        from .main import main_entry
+        from quota_core.cli.main import main_entry
 
         return main_entry
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,12 +17,12 @@ import sys
 import threading
 from typing import TextIO
 
-from ..telemetry.collector import Collector, parse_endpoints
-from ..backends.fleet_config import select_cluster
-from ..backends.open import NumberAction, add_fleet_arguments, open_backend_from
-from ..errors import ParseError
-from .edge import one_line, run_command
-from .signals import restore_signals, stop_on_signals
+from quota_core.telemetry.collector import Collector, parse_endpoints
+from quota_core.backends.fleet_config import select_cluster
+from quota_core.backends.open import NumberAction, add_fleet_arguments, open_backend_from
+from quota_core.errors import ParseError
+from quota_core.cli.edge import one_line, run_command
+from quota_core.cli.signals import restore_signals, stop_on_signals
 
 PROG = "kafka-client-quotas collect"
 
@@ -62,7 +62,7 @@ def _check(args: argparse.Namespace) -> None:
     if bool(args.metrics) == bool(args.metrics_template):
         raise ParseError("Say which endpoints to scrape: --metrics URL[,URL...] or "
                          "--metrics-template TEMPLATE (one of them).")
-    from ..coverage import check_endpoint_flags
+    from quota_core.throttling.coverage import check_endpoint_flags
 
     check_endpoint_flags(args.metrics, args.metrics_template, args.bootstrap_server)
     if bool(args.sandbox) == bool(args.bootstrap_server):
@@ -77,11 +77,11 @@ def _check(args: argparse.Namespace) -> None:
             raise ParseError(f"--{flag.replace('_', '-')} {value:g}: give a number of seconds "
                              f"greater than 0.")
     if args.serve is not None:
-        from ..telemetry.exporter import parse_listen
+        from quota_core.telemetry.exporter import parse_listen
 
         parse_listen(args.serve, "--serve")
     if args.sandbox:  # snapshotting a mistyped path as an empty quota set would hide the typo
-        from ..backends.open import require_sandbox_file
+        from quota_core.backends.open import require_sandbox_file
 
         require_sandbox_file(args.sandbox)
 
@@ -107,9 +107,9 @@ def _run(args, err: TextIO) -> int:
     stop = threading.Event()
     previous = stop_on_signals(stop)
     try:
-        from ..telemetry import scrape as scrape_once
-        from ..telemetry.scrape import redirect_note
-        from ..telemetry.sinks import open_sink
+        from quota_core.telemetry import scrape as scrape_once
+        from quota_core.telemetry.scrape import redirect_note
+        from quota_core.telemetry.sinks import open_sink
 
         noted: set[str] = set()  # a followed redirect is said once per endpoint
 
@@ -123,16 +123,16 @@ def _run(args, err: TextIO) -> int:
         with open_backend_from(args) as backend, contextlib.ExitStack() as stack:
             client_conf = None
             if args.to.startswith("kafka:") and args.command_config:
-                from ..backends.kafka_config import load_command_config
+                from quota_core.backends.kafka_config import load_command_config
 
                 client_conf = load_command_config(args.command_config).librdkafka_config()
             if args.metrics_template:
-                from .endpoints import metrics_endpoints
+                from quota_core.cli.endpoints import metrics_endpoints
 
                 endpoints = metrics_endpoints(None, args.metrics_template, backend.info())
             if args.serve is not None:  # its own connection: a backend serves one thread
-                from ..telemetry.exporter import parse_listen
-                from .serve_metrics import start
+                from quota_core.telemetry.exporter import parse_listen
+                from quota_core.cli.serve_metrics import start
 
                 served = stack.enter_context(open_backend_from(args))
                 host, port = parse_listen(args.serve, "--serve")

@@ -38,20 +38,20 @@ import socket
 from decimal import Decimal
 from typing import Callable, Iterable, Sequence, TextIO
 
-from ..alterations import Alteration, Op
-from ..changes.audit import AuditLog, default_audit_path, os_user, store_fields
-from .output import says_where_audited
-from ..backends.base import QuotaBackend
+from quota_core.domain.alterations import Alteration, Op
+from quota_core.changes.audit import AuditLog, default_audit_path, os_user, store_fields
+from quota_core.cli.output import says_where_audited
+from quota_core.backends.base import QuotaBackend
 
-from ..entities import CLIENT_ID, IP, USER, Entity
-from ..errors import QuotaError, UnreadableFile
-from ..filters import EntityFilter, FilterComponent
-from ..backends.files import PROPERTIES_LIMIT, read_bytes_file
-from ..backends.kafka_config import load_command_config, parse_properties
-from .dialect import TRIGGERS, is_configs_command  # noqa: F401  (part of this module's API)
-from .edge import run_command
-from .exits import exit_code
-from ..java_text import (_COMMA, _EQUALS, _java_trim, _java_split, java_parse_double, java_double,  # moved there
+from quota_core.domain.entities import CLIENT_ID, IP, USER, Entity
+from quota_core.errors import QuotaError, UnreadableFile
+from quota_core.domain.filters import EntityFilter, FilterComponent
+from quota_core.backends.files import PROPERTIES_LIMIT, read_bytes_file
+from quota_core.backends.kafka_config import load_command_config, parse_properties
+from quota_core.cli.dialect import TRIGGERS, is_configs_command  # noqa: F401  (part of this module's API)
+from quota_core.cli.edge import run_command
+from quota_core.cli.exits import exit_code
+from quota_core.domain.java_text import (_COMMA, _EQUALS, _java_trim, _java_split, java_parse_double, java_double,  # moved there
                          _java_hash, _hashmap_order, _properties_order, _scala_set, _scala_buffer)
 
 __all__ = ["TRIGGERS", "is_configs_command", "main", "parse_options", "check_args",
@@ -411,7 +411,7 @@ def _alter(backend: Callable[[], QuotaBackend], opts: Options, types: list[str],
         err.write(f"{PROG}: note: nothing was changed: --add-config/--delete-config name no "
                   f"key (kafka-configs.sh reports this as done).\n")
         return
-    from ..changes.workflow import refuse_read_only
+    from quota_core.changes.workflow import refuse_read_only
 
     refuse_read_only(_target(opts))  # a read_only cluster of the fleet: before connecting
     store = backend()
@@ -437,7 +437,7 @@ def _alter(backend: Callable[[], QuotaBackend], opts: Options, types: list[str],
     # Every writer goes through the one guarded workflow (issue 16), this mode too: the
     # cluster's write lease around re-read, alter and read-back, and the audit intent written
     # (fsynced) before anything is sent. kafka-configs.sh has no --actor: the OS user.
-    from ..changes.workflow import apply_changes, conflict_message  # describe starts faster without it
+    from quota_core.changes.workflow import apply_changes, conflict_message  # describe starts faster without it
 
     target = _target(opts)
     audit = AuditLog((target and target.audit_log) or default_audit_path(os.environ))
@@ -461,7 +461,7 @@ def _where(opts: Options):
     cluster ``--cluster NAME`` (or ``--config``) names."""
     import argparse
 
-    from ..backends.fleet_config import select_cluster
+    from quota_core.backends.fleet_config import select_cluster
 
     ns = argparse.Namespace(config=opts.value_of("config"), cluster=opts.value_of("cluster"),
                             bootstrap_server=opts.value_of("bootstrap-server"),
@@ -479,7 +479,7 @@ def _target(opts: Options):
 
 
 def _open(opts: Options) -> QuotaBackend:
-    from ..backends.open import open_backend_from
+    from quota_core.backends.open import open_backend_from
 
     return open_backend_from(_where(opts))
 

@@ -35,8 +35,8 @@ import sys
 from pathlib import Path
 from typing import Sequence, TextIO
 
-from ..errors import QuotaError, UsageError
-from .edge import one_line, run_command
+from quota_core.errors import QuotaError, UsageError
+from quota_core.cli.edge import one_line, run_command
 
 __all__ = ["app_path", "build_parser", "streamlit_args", "check_free", "main", "main_entry"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Callable, TextIO
 
-from ..errors import AlterationError, ParseError, QuotaError, UsageError
-from .exits import exit_code
+from quota_core.errors import AlterationError, ParseError, QuotaError, UsageError
+from quota_core.cli.exits import exit_code
 
 __all__ = ["run_command", "one_line", "Say"]
 

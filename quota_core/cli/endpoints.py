@@ -3,9 +3,9 @@
 command, ``collect`` and ``serve-metrics``."""
 from __future__ import annotations
 
-from ..coverage import endpoints_from_template
-from ..entities import ClusterInfo
-from ..telemetry.collector import Endpoint, parse_endpoints
+from quota_core.throttling.coverage import endpoints_from_template
+from quota_core.domain.entities import ClusterInfo
+from quota_core.telemetry.collector import Endpoint, parse_endpoints
 
 __all__ = ["metrics_endpoints"]
 
@@ -13,7 +13,7 @@ __all__ = ["metrics_endpoints"]
 def metrics_endpoints(metrics: str | None, template: str | None,
                       cluster: ClusterInfo | None) -> list[Endpoint]:
     """``metrics`` parsed, else ``template`` for every broker of ``cluster`` (a template
-    needs a cluster: :func:`quota_core.coverage.check_endpoint_flags` refuses it without)."""
+    needs a cluster: :func:`quota_core.throttling.coverage.check_endpoint_flags` refuses it without)."""
     if metrics:
         return parse_endpoints(metrics)
     if template and cluster is not None:

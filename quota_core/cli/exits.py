@@ -14,14 +14,14 @@ every command ends an error of the tree at its one edge,
   stack trace and exits 1; docs/interfaces.md), and 1 for ``--help`` as
   ``kafka-configs.sh --help``.
 
-tests/test_docs.py holds every exit code table of the docs equal to :data:`EXIT_CODES`.
+tests/project/test_docs.py holds every exit code table of the docs equal to :data:`EXIT_CODES`.
 
 ``plan`` and ``lint`` keep 2 for their *result*, so a CI job never reads a typo as "changes
 pending". A status that is a result (plan's 2, lint's 2) is returned by the command itself.
 """
 from __future__ import annotations
 
-from ..errors import OutcomeUnknown, ParseError, QuotaError, UsageError
+from quota_core.errors import OutcomeUnknown, ParseError, QuotaError, UsageError
 
 __all__ = ["EXIT_CODES", "exit_code", "FAILURE", "USAGE", "OUTCOME_UNKNOWN"]
 

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Sequence, TextIO
 
-from ..fleet import ClusterConfig, Fleet
+from quota_core.domain.fleet import ClusterConfig, Fleet
 
 __all__ = ["ClusterRun", "run_each", "merge_json", "merge_text", "finish", "cluster_args",
            "MAX_WORKERS", "SEPARATOR"]

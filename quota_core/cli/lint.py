@@ -20,15 +20,15 @@ import os
 from pathlib import Path
 from typing import TextIO
 
-from ..backends.fleet_config import fleet_of_args, select_cluster
-from ..backends.open import add_backend_arguments, open_backend_from
-from ..brokers import ClusterSettings, read_settings
-from ..errors import UsageError
-from ..lint import (RULE_IDS, SEVERITIES, LintInput, LintOptions, LintReport, parse_protected,
-                    protected_from_config, run_lint, severity_at_least)
-from .edge import one_line, run_command
-from .exits import exit_code
-from .plan import _check_where
+from quota_core.backends.fleet_config import fleet_of_args, select_cluster
+from quota_core.backends.open import add_backend_arguments, open_backend_from
+from quota_core.throttling.brokers import ClusterSettings, read_settings
+from quota_core.errors import UsageError
+from quota_core.lint import (RULE_IDS, SEVERITIES, LintInput, LintOptions, LintReport,
+                             parse_protected, protected_from_config, run_lint, severity_at_least)
+from quota_core.cli.edge import one_line, run_command
+from quota_core.cli.exits import exit_code
+from quota_core.cli.plan import _check_where
 
 PROG = "kafka-client-quotas lint"
 LINT_CLEAN, LINT_FINDINGS = 0, 2
@@ -78,7 +78,7 @@ def _options(args: argparse.Namespace) -> LintOptions:
 
 
 def _input(args: argparse.Namespace) -> LintInput:
-    from ..backends.files import read_quota_path
+    from quota_core.backends.files import read_quota_path
 
     options = _options(args)
     if args.cluster is not None or args.config or not (args.file or args.history):
@@ -91,7 +91,7 @@ def _input(args: argparse.Namespace) -> LintInput:
                                                      for p in args.protected if p]
     usage = history_source = None
     if args.history:
-        from ..lint.history_files import read_usage
+        from quota_core.lint.history_files import read_usage
 
         usage = read_usage(args.history, max(options.stale_days, options.chronic_days))
         history_source = f"--history {args.history}"
@@ -107,7 +107,7 @@ def _input(args: argparse.Namespace) -> LintInput:
             settings = read_settings(backend)
         source = f"sandbox {args.sandbox}" if args.sandbox else args.bootstrap_server
     elif args.history:
-        from ..lint.history_files import read_latest_quotas
+        from quota_core.lint.history_files import read_latest_quotas
 
         quotas, source = read_latest_quotas(args.history)
         settings = ClusterSettings.defaults("Kafka's defaults: a history has no brokers")
@@ -165,7 +165,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _run_all(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``lint --all-clusters``: every cluster of the fleet, concurrently; 1 when a cluster
     could not be read, else 2 when any has findings at or above --fail-on, else 0."""
-    from .fleet_run import cluster_args, finish, run_each
+    from quota_core.cli.fleet_run import cluster_args, finish, run_each
 
     for flag, value in (("FILE", args.file), ("--cluster", args.cluster),
                         ("--bootstrap-server", args.bootstrap_server),

@@ -23,21 +23,21 @@ import sys
 from pathlib import Path
 from typing import Sequence, TextIO
 
-from . import output
-from ..alterations import Alteration, Op
-from ..backends.base import QuotaBackend
-from ..backends.fleet_config import fleet_of_args, select_cluster
-from ..backends.open import add_backend_arguments, open_backend_from
-from ..entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity, _is_utf8_text
-from ..errors import (AlterationError, OutcomeUnknown, ParseError, QuotaError, UsageError,
-                      ValidationError)
-from .edge import one_line, run_command
-from .signals import Terminated
-from ..filters import EntityFilter, FilterComponent
-from ..resolution import resolve, resolve_ip
-from .spec import parse_add, parse_defaults, parse_delete, parse_names
-from ..keys import QUOTA_KEYS
-from ..validation import is_ip_literal, unknown_key_message, validate_alterations
+from quota_core.cli import output
+from quota_core.domain.alterations import Alteration, Op
+from quota_core.backends.base import QuotaBackend
+from quota_core.backends.fleet_config import fleet_of_args, select_cluster
+from quota_core.backends.open import add_backend_arguments, open_backend_from
+from quota_core.domain.entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity, _is_utf8_text
+from quota_core.errors import (AlterationError, OutcomeUnknown, ParseError, QuotaError, UsageError,
+                               ValidationError)
+from quota_core.cli.edge import one_line, run_command
+from quota_core.cli.signals import Terminated
+from quota_core.domain.filters import EntityFilter, FilterComponent
+from quota_core.domain.resolution import resolve, resolve_ip
+from quota_core.cli.spec import parse_add, parse_defaults, parse_delete, parse_names
+from quota_core.domain.keys import QUOTA_KEYS
+from quota_core.domain.validation import is_ip_literal, unknown_key_message, validate_alterations
 
 PROG = "kafka-client-quotas"
 
@@ -76,7 +76,7 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from .version import package_version
+        from quota_core.cli.version import package_version
 
         parser._print_message(f"{PROG} {package_version()}\n", sys.stdout)
         parser.exit()
@@ -206,10 +206,10 @@ def run_describe(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
 
 
 def _settings_notes(backend: QuotaBackend, err: TextIO):
-    """The brokers' settings (quota_core.brokers), with one stderr line for each that changes
+    """The brokers' settings (quota_core.throttling.brokers), with one stderr line for each that changes
     the answer: a custom quota callback (named), brokers that disagree (named). The exit
     status stays what the command decides."""
-    from ..brokers import read_settings
+    from quota_core.throttling.brokers import read_settings
 
     settings = read_settings(backend)
     for note in settings.notes():
@@ -263,12 +263,13 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
     visible), and the exit stays 0 for them."""
     if not (args.metrics or args.metrics_template):
         return None, False, None
-    from ..coverage import endpoint_address, unread_brokers, unwatched, unwatched_sentence
-    from ..live import hold, join_usage
-    from ..spread import Reach
-    from ..telemetry.scrape import redirect_note
-    from ..telemetry.sweep import scrape_all
-    from .endpoints import metrics_endpoints
+    from quota_core.throttling.coverage import (endpoint_address, unread_brokers, unwatched,
+                                                unwatched_sentence)
+    from quota_core.throttling.live import hold, join_usage
+    from quota_core.throttling.spreads import Reach
+    from quota_core.telemetry.scrape import redirect_note
+    from quota_core.telemetry.sweep import scrape_all
+    from quota_core.cli.endpoints import metrics_endpoints
 
     cluster = backend.info()
     series, errors = scrape_all(metrics_endpoints(args.metrics, args.metrics_template, cluster),
@@ -285,19 +286,19 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
         # A bucket under 90 % of its quota with a throttle time: read the endpoints that
         # answered once more, CONFIRM_S later, before calling it "throttled recently" (a
         # throttled client's rate dips for a moment as the broker's window rolls over:
-        # quota_core.live.hold).
+        # quota_core.throttling.live.hold).
         import time
 
-        from .. import live as _live
+        from quota_core.throttling import live as _live
 
         time.sleep(_live.CONFIRM_S)
         answered = [e for e in metrics_endpoints(args.metrics, args.metrics_template, cluster)
                     if e.url not in {endpoint.url for endpoint, _ in errors}]
         again, _ = scrape_all(answered, args.timeout)
         rows = hold(rows, join_usage(again, quotas))
-    # Which brokers the figures cover, for the per-broker view (quota_core.spread) and the
-    # verdict (quota_core.live.live_verdict): each broker not read once, by node id where
-    # known (quota_core.coverage.unread_brokers).
+    # Which brokers the figures cover, for the per-broker view (quota_core.throttling.spreads) and the
+    # verdict (quota_core.throttling.live.live_verdict): each broker not read once, by node id where
+    # known (quota_core.throttling.coverage.unread_brokers).
     reach = Reach(tuple(series.brokers),
                   unread_brokers(cluster.node_ids, series.brokers,
                                  [(name, None) for name in failed_names]))
@@ -306,7 +307,7 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
 
 def run_throttled(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
                   err: TextIO) -> int:
-    from ..live import throttled_rows
+    from quota_core.throttling.live import throttled_rows
 
     rows, failed, reach = _live_rows(args, backend.describe(), err, backend)
     out.write(output.format_throttled(throttled_rows(rows or [], args.above), args.output,
@@ -344,10 +345,10 @@ def _apply(backend: QuotaBackend, alterations: list[Alteration], loaded, args: a
     """Through the one workflow (quota_core.changes.workflow): guarded, read back, audited.
     ``(outcome, ok)``: not ok when the audit log could not be written after applying, or a
     read-back showed another writer's values (a conflict)."""
-    from ..changes.audit import AuditLog, default_audit_path, os_user, store_fields
-    from ..changes.workflow import apply_changes
+    from quota_core.changes.audit import AuditLog, default_audit_path, os_user, store_fields
+    from quota_core.changes.workflow import apply_changes
 
-    from .signals import sigterm_raises
+    from quota_core.cli.signals import sigterm_raises
 
     target = getattr(args, "fleet_cluster", None)
     audit = AuditLog(args.audit_log or (target and target.audit_log)
@@ -361,7 +362,7 @@ def _apply(backend: QuotaBackend, alterations: list[Alteration], loaded, args: a
                              lease_wait_s=getattr(args, "timeout", None),
                              progress=lambda line: err.write(f"{PROG}: {line}\n"))
     if done.conflicts:  # written, but the read-back shows another writer's values: exit 1
-        from ..changes.workflow import conflict_message
+        from quota_core.changes.workflow import conflict_message
 
         err.write(f"{PROG}: conflict: {conflict_message(done.conflicts)}\n")
     if done.audit_error is not None:
@@ -458,8 +459,8 @@ def _interactive(stream: TextIO) -> bool:
 
 
 def run_import(backend: QuotaBackend, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from ..backends.files import read_quota_path
-    from ..serialization import import_plan
+    from quota_core.backends.files import read_quota_path
+    from quota_core.domain.serialization import import_plan
 
     path = Path(args.import_file)
     desired = read_quota_path(path).quotas  # bounded (never a FIFO or /dev/zero) and checked
@@ -522,11 +523,11 @@ def _check_flags(args: argparse.Namespace) -> None:
     for flag, given in (("--metrics", args.metrics), ("--metrics-template", args.metrics_template)):
         if given and not (args.resolve or args.throttled):
             raise UsageError(f"{flag} goes with --resolve or --throttled.")
-    from ..coverage import check_endpoint_flags
+    from quota_core.throttling.coverage import check_endpoint_flags
 
     check_endpoint_flags(args.metrics, args.metrics_template, args.bootstrap_server)
     if args.metrics:
-        from ..telemetry.collector import parse_endpoints
+        from quota_core.telemetry.collector import parse_endpoints
 
         parse_endpoints(args.metrics)  # a malformed URL is a usage error, before connecting
     if args.above is not None and not args.throttled:
@@ -551,7 +552,7 @@ def _check_flags(args: argparse.Namespace) -> None:
                          f"3600.")
     read_only = args.describe or args.resolve or args.export or args.throttled
     if args.sandbox and read_only:
-        from ..backends.open import require_sandbox_file
+        from quota_core.backends.open import require_sandbox_file
 
         require_sandbox_file(args.sandbox)
 
@@ -590,10 +591,10 @@ def run_init(args: argparse.Namespace, err: TextIO) -> int:
     """``--init``: make ``--sandbox PATH`` an empty sandbox (reads never create one)."""
     if not args.sandbox:
         raise UsageError("--init creates a sandbox file: give --sandbox PATH.")
-    from ..changes.workflow import refuse_read_only
+    from quota_core.changes.workflow import refuse_read_only
 
     refuse_read_only(getattr(args, "fleet_cluster", None))
-    from ..backends.sandbox import SandboxBackend
+    from quota_core.backends.sandbox import SandboxBackend
 
     with SandboxBackend(args.sandbox) as backend:
         created = backend.init()
@@ -604,9 +605,9 @@ def run_init(args: argparse.Namespace, err: TextIO) -> int:
 
 def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    from .dialect import is_configs_command
+    from quota_core.cli.dialect import is_configs_command
     if is_configs_command(words):  # kafka-configs.sh's quota forms (issue 11)
-        from . import configs_compat
+        from quota_core.cli import configs_compat
 
         return configs_compat.main(words, out, err)
     if words and words[0] in SUBCOMMANDS:
@@ -633,7 +634,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return run_all_clusters(args, out, err)
         select_cluster(args, metrics=bool(args.resolve or args.throttled))
         if (args.alter or args.import_file or args.init) and not args.validate_only:
-            from ..changes.workflow import refuse_read_only
+            from quota_core.changes.workflow import refuse_read_only
 
             refuse_read_only(getattr(args, "fleet_cluster", None))  # before connecting
         _check_flags(args)
@@ -651,7 +652,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if args.alter:
                 return run_alter(backend, args, out, err)
             if args.export:
-                from ..serialization import dumps
+                from quota_core.domain.serialization import dumps
 
                 out.write(dumps(backend.describe(), args.export))
                 return 0
@@ -663,7 +664,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def run_all_clusters(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``--all-clusters``: the read on every cluster of the fleet, concurrently
     (:mod:`quota_core.cli.fleet_run`); 1 when a cluster could not be read."""
-    from .fleet_run import cluster_args, finish, run_each
+    from quota_core.cli.fleet_run import cluster_args, finish, run_each
 
     if not (args.describe or args.resolve or args.throttled):
         raise UsageError("--all-clusters goes with --describe, --resolve or --throttled (and "

@@ -12,17 +12,17 @@ import io
 import json
 from typing import TYPE_CHECKING, Mapping, Sequence, TextIO
 
-from ..alterations import AlterOutcome, Alteration
-from ..entities import DEFAULT_TEXT, Entity, display_name, sanitize
-from ..keys import QUOTA_KEYS, format_value, json_number
-from ..units import format_exact, format_quota, format_rate
-from ..wording import against
+from quota_core.domain.alterations import AlterOutcome, Alteration
+from quota_core.domain.entities import DEFAULT_TEXT, Entity, display_name, sanitize
+from quota_core.domain.keys import QUOTA_KEYS, format_value, json_number
+from quota_core.domain.units import format_exact, format_quota, format_rate
+from quota_core.domain.wording import against
 
 if TYPE_CHECKING:  # imported where used: --describe needs none of them (start-up time)
-    from ..live import BucketUsage
-    from ..resolution import Resolution
-    from ..spread import Reach, Spread
-    from ..throttle import QuotaWindow
+    from quota_core.throttling.live import BucketUsage
+    from quota_core.domain.resolution import Resolution
+    from quota_core.throttling.spreads import Reach, Spread
+    from quota_core.throttling.throttle import QuotaWindow
 
 __all__ = ["format_describe", "write_describe", "format_resolutions", "format_outcome",
            "resolution_to_json", "live_for_key", "format_throttled", "format_spread_grid",
@@ -111,7 +111,7 @@ def write_describe(quotas: Mapping[Entity, Mapping[str, float]], fmt: str, out: 
     """``--describe``'s output written to ``out`` a chunk at a time, sorted by entity.
 
     JSON is encoded by orjson, byte for byte what ``json.dumps(doc, ensure_ascii=False,
-    indent=2)`` gives (tests/test_describe_output.py holds that): its indented layout and
+    indent=2)`` gives (tests/cli/test_describe_output.py holds that): its indented layout and
     string escapes are json's; only floats differ (``1e-5`` for json's ``1e-05``), so a
     non-integral value goes in as its ``repr`` (an ``orjson.Fragment``). Text is KIP-546's,
     built line by line."""
@@ -199,10 +199,10 @@ def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
     """What the brokers report for this client's own bucket of ``key``, one entry per broker
     (``throttled`` only from that bucket), and apart, the ``other_buckets`` under the same
     user or client id that are not this client's."""
-    from ..live import client_buckets
-    from ..membership import Membership
+    from quota_core.throttling.live import client_buckets
+    from quota_core.domain.membership import Membership
 
-    from ..live import live_verdict, recent_verdict
+    from quota_core.throttling.live import live_verdict, recent_verdict
 
     user, client_id = r.client.user or "", r.client.client_id or ""
     mine = [row for row in client_buckets(rows, user, client_id, quotas) if row.key == key]
@@ -216,7 +216,7 @@ def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
     doc.update({k: v for k, v in _client_spread(r, key, mine, rows, reach).as_dict().items()
                 if k not in doc})
     if quotas is not None:
-        from ..live import other_buckets
+        from quota_core.throttling.live import other_buckets
 
         u, c = Membership(quotas).tags(key, user, client_id)
         doc["bucket"] = {"user": u, "client-id": c}
@@ -233,7 +233,7 @@ def _client_spread(r: Resolution, key: str, mine: Sequence[BucketUsage],
                    rows: Sequence[BucketUsage], reach: Reach | None = None) -> Spread:
     """The client's own bucket of ``key`` over every broker the scrape read (``reach``: also
     those that answered without quota figures, and those it could not read)."""
-    from ..spread import Reach, spread
+    from quota_core.throttling.spreads import Reach, spread
 
     reach = reach or Reach()
     return spread(key, mine, {row.broker for row in rows} | set(reach.read), r.keys[key].value,
@@ -314,7 +314,7 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
     for the live figures; without it every bucket shape that could hold the client shows.
     ``window`` is the brokers' quota window the live verdict used: JSON gives it as
     ``window`` on each client with live figures, text names it once, at the end."""
-    from ..live import client_buckets
+    from quota_core.throttling.live import client_buckets
 
     if fmt == "json":
         docs = [resolution_to_json(r, live, quotas, reach) for r in resolutions]
@@ -346,12 +346,12 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
                     lines.append(f"  across brokers: {sp.sentence().text}")
                 elif reach is not None and reach.unread and kr.value is not None:
                     # Nothing read shows the bucket, and a broker was not read: unknown
-                    # (quota_core.live.live_verdict), never "not throttled".
+                    # (quota_core.throttling.live.live_verdict), never "not throttled".
                     lines.append(f"  live: no broker read reports this bucket; "
                                  f"{', '.join(reach.unread)} not read: throttled or not "
                                  f"is unknown")
                 if quotas is not None:
-                    from ..live import other_buckets
+                    from quota_core.throttling.live import other_buckets
 
                     name = _plain_name if fmt == "plain" else sanitize
                     for row in sorted(other_buckets(live, r.client.user or "",
@@ -380,7 +380,7 @@ def _shared_by(r: Resolution, key: str,
     kr = r.keys[key]
     if quotas is None or r.client.is_ip:
         return kr.bucket.shared_by
-    from ..membership import Membership
+    from quota_core.domain.membership import Membership
 
     members = Membership(quotas)
     tags = members.tags(key, r.client.user or "", r.client.client_id or "")
@@ -400,7 +400,7 @@ def format_throttled(rows: Sequence[BucketUsage], fmt: str = "text",
     bucket over every broker (``every``: all the rows the scrape gave, so brokers without its
     traffic show too) with the sentence that explains the spread (JSON: ``spread`` on each
     row)."""
-    from ..spread import Reach, bucket_spreads
+    from quota_core.throttling.spreads import Reach, bucket_spreads
 
     reach = reach or Reach()
     every = [*(every or ()), *rows]
@@ -456,7 +456,7 @@ def _unknown_note(traffic) -> str:
     unknown = [t for t in traffic if t.throttled is None and t.verdict.startswith("unknown")]
     if not unknown:
         return ""
-    from ..live import brokers_text
+    from quota_core.throttling.live import brokers_text
 
     return (f", {len(unknown)} unknown ({brokers_text(unknown[0].unread)} could not be "
             f"read)")
@@ -466,7 +466,7 @@ def format_plan(plan, impact=None, fmt: str = "text", *, where: str = "",
                 limit: int = 50) -> str:
     """A plan for people: each entity with its keys (+ add, ~ change, - remove), the
     unmanaged entries, and who gets a different effective quota."""
-    from ..plan import change_kind
+    from quota_core.planning.plan import change_kind
 
     lines = [f"Plan for {plan.source or 'the file'}"
              + (f" against {where}" if where else "")

@@ -23,15 +23,17 @@ import os
 from pathlib import Path
 from typing import TextIO
 
-from ..changes.audit import AuditLog, cluster_fields, default_audit_path, os_user, store_fields
-from ..backends.fleet_config import select_cluster
-from ..backends.open import add_backend_arguments, open_backend_from
-from ..errors import (ConcurrentChange, OutcomeUnknown, ParseError, QuotaError, UsageError,
-                      ValidationError)
-from ..backends.files import IMPORT_LIMIT, read_text_file
-from .edge import one_line, run_command
-from .exits import FAILURE, exit_code
-from .output import FORMATS, entity_text, format_key_change, format_plan, says_where_audited
+from quota_core.changes.audit import (AuditLog, cluster_fields, default_audit_path, os_user,
+                                      store_fields)
+from quota_core.backends.fleet_config import select_cluster
+from quota_core.backends.open import add_backend_arguments, open_backend_from
+from quota_core.errors import (ConcurrentChange, OutcomeUnknown, ParseError, QuotaError, UsageError,
+                               ValidationError)
+from quota_core.backends.files import IMPORT_LIMIT, read_text_file
+from quota_core.cli.edge import one_line, run_command
+from quota_core.cli.exits import FAILURE, exit_code
+from quota_core.cli.output import (FORMATS, entity_text, format_key_change, format_plan,
+                                   says_where_audited)
 
 PROG = "kafka-client-quotas"
 #: plan: changes pending (exit 2); every error, wrong flags included, is 1.
@@ -134,14 +136,14 @@ def _series(args: argparse.Namespace, err: TextIO, node_ids=()
             ) -> tuple[list | None, tuple[str, ...], bool]:
     """``(the series read, the brokers not read, whether a --metrics endpoint failed)``. A
     bucket no broker read would throttle is unknown while a broker is not read
-    (quota_core.live.live_verdict); an endpoint given that cannot be read makes the exit 1,
+    (quota_core.throttling.live.live_verdict); an endpoint given that cannot be read makes the exit 1,
     after the plan is printed, as --throttled does (docs/cli.md)."""
     if not args.metrics:
         return None, (), False
-    from ..coverage import endpoint_address, unread_brokers
-    from ..telemetry.collector import parse_endpoints
-    from ..telemetry.scrape import redirect_note
-    from ..telemetry.sweep import scrape_all
+    from quota_core.throttling.coverage import endpoint_address, unread_brokers
+    from quota_core.telemetry.collector import parse_endpoints
+    from quota_core.telemetry.scrape import redirect_note
+    from quota_core.telemetry.sweep import scrape_all
 
     series, errors = scrape_all(parse_endpoints(args.metrics), args.timeout,
                                 on_redirect=lambda url, final: err.write(
@@ -166,8 +168,8 @@ def plan_main(argv: list[str], out: TextIO, err: TextIO) -> int:
 
 
 def _plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from ..plan import make_plan, plan_document, plan_impact, plan_key, sign_plan
-    from ..backends.files import read_quota_path
+    from quota_core.planning.plan import make_plan, plan_document, plan_impact, plan_key, sign_plan
+    from quota_core.backends.files import read_quota_path
 
     try:
         _check_where(args)
@@ -264,14 +266,14 @@ def _apply_says(exc: QuotaError, read: bool) -> str:
 
 
 def _apply(args: argparse.Namespace, out: TextIO, err: TextIO, read: list[bool]) -> int:
-    from ..plan import (check_plan_cluster, load_plan, plan_key, read_plan, since_plan,
-                        verify_plan)
-    from ..changes.workflow import apply_changes
-    from .signals import sigterm_raises
+    from quota_core.planning.plan import (check_plan_cluster, load_plan, plan_key, read_plan,
+                                          since_plan, verify_plan)
+    from quota_core.changes.workflow import apply_changes
+    from quota_core.cli.signals import sigterm_raises
 
     prefix = _APPLY
     _check_where(args)
-    from ..changes.workflow import refuse_read_only
+    from quota_core.changes.workflow import refuse_read_only
 
     refuse_read_only(getattr(args, "fleet_cluster", None))  # before the plan is even read
     path = Path(args.plan_file)
@@ -355,7 +357,7 @@ def _report_apply(done, plan, args, audit: AuditLog, actor: str, out: TextIO,
             keys = "; ".join(format_key_change(k.key, k.before, k.after, fmt) for k in c.keys)
             out.write(f"applied {name}: {keys}\n")
     if done.conflicts:
-        from ..changes.workflow import conflict_message
+        from quota_core.changes.workflow import conflict_message
 
         err.write(f"{PROG} apply: conflict: {conflict_message(done.conflicts)}\n")
     n, total = len(done.applied), len(plan.changes)

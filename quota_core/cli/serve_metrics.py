@@ -24,11 +24,11 @@ import sys
 import threading
 from typing import TextIO
 
-from ..backends.fleet_config import select_cluster
-from ..backends.open import NumberAction, add_backend_arguments, open_backend_from
-from ..errors import ParseError, QuotaError, UsageError
-from .edge import one_line, run_command
-from .signals import restore_signals, stop_on_signals
+from quota_core.backends.fleet_config import select_cluster
+from quota_core.backends.open import NumberAction, add_backend_arguments, open_backend_from
+from quota_core.errors import ParseError, QuotaError, UsageError
+from quota_core.cli.edge import one_line, run_command
+from quota_core.cli.signals import restore_signals, stop_on_signals
 
 PROG = "kafka-client-quotas serve-metrics"
 
@@ -55,15 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
 def listen_address(args: argparse.Namespace) -> tuple[str, int]:
     """The checked flags: ``(host, port)`` to listen on; a :class:`ParseError` or
     :class:`UsageError` for what the user must fix."""
-    from ..telemetry.exporter import parse_listen
+    from quota_core.telemetry.exporter import parse_listen
 
     address = parse_listen(args.listen)
     select_cluster(args, metrics=True)  # --cluster NAME: its store and its metrics
     if args.metrics:
-        from ..telemetry.collector import parse_endpoints
+        from quota_core.telemetry.collector import parse_endpoints
 
         parse_endpoints(args.metrics)  # a malformed URL is refused before connecting
-    from ..coverage import check_endpoint_flags
+    from quota_core.throttling.coverage import check_endpoint_flags
 
     check_endpoint_flags(args.metrics, args.metrics_template, args.bootstrap_server)
     if bool(args.sandbox) == bool(args.bootstrap_server):
@@ -75,7 +75,7 @@ def listen_address(args: argparse.Namespace) -> tuple[str, int]:
             raise ParseError(f"--{flag.replace('_', '-')} {value:g}: give a number of seconds "
                              f"greater than 0.")
     if args.sandbox:  # serving a mistyped path as an empty quota set would hide the typo
-        from ..backends.open import require_sandbox_file
+        from quota_core.backends.open import require_sandbox_file
 
         require_sandbox_file(args.sandbox)
     return address
@@ -85,8 +85,8 @@ def start(backend, args: argparse.Namespace, host: str, port: int, log, timeout:
     """Build the exporter over ``backend`` (the endpoints of ``args.metrics`` or
     ``args.metrics_template``) and serve it: returns the HTTP server. Shared with
     ``collect --serve``."""
-    from ..telemetry.exporter import QuotaExporter, serve
-    from .endpoints import metrics_endpoints
+    from quota_core.telemetry.exporter import QuotaExporter, serve
+    from quota_core.cli.endpoints import metrics_endpoints
 
     fixed = metrics_endpoints(args.metrics, None, None)
 
@@ -103,8 +103,8 @@ def start(backend, args: argparse.Namespace, host: str, port: int, log, timeout:
         only when one of them changed (about half a second at 100,000 entries)."""
         import os
 
-        from ..brokers import read_settings
-        from ..lint import LintInput, protected_from_config, run_lint
+        from quota_core.throttling.brokers import read_settings
+        from quota_core.lint import LintInput, protected_from_config, run_lint
 
         key = (quotas, read_settings(backend), protected_from_config(os.environ))
         if not last or last[0] != key:

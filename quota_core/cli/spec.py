@@ -5,9 +5,9 @@
 """
 from __future__ import annotations
 
-from ..entities import ENTITY_TYPES
-from ..errors import ParseError
-from ..units import parse_quota_value
+from quota_core.domain.entities import ENTITY_TYPES
+from quota_core.errors import ParseError
+from quota_core.domain.units import parse_quota_value
 
 __all__ = ["split_escaped", "parse_names", "format_names", "parse_defaults", "parse_add",
            "parse_delete", "escape_name"]

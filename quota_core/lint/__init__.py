@@ -6,9 +6,10 @@ Pure core (no Streamlit, Spark or Kafka client): :data:`RULES` is the one table 
 Reading the collector's files is :mod:`.history_files`; the CLI is
 :mod:`quota_core.cli.lint`, the page ``pages/health.py``.
 """
-from .model import (SEVERITIES, WELL_KNOWN, Finding, LintInput, LintOptions, Protected,
-                    parse_protected, protected_from_config, severity_at_least, super_users)
-from .rules import NEEDS, RULE_IDS, RULES, LintReport, Rule, run_lint
+from quota_core.lint.model import (SEVERITIES, WELL_KNOWN, Finding, LintInput, LintOptions,
+                                   Protected, parse_protected, protected_from_config,
+                                   severity_at_least, super_users)
+from quota_core.lint.rules import NEEDS, RULE_IDS, RULES, LintReport, Rule, run_lint
 
 __all__ = ["SEVERITIES", "WELL_KNOWN", "Finding", "LintInput", "LintOptions", "Protected",
            "parse_protected", "protected_from_config", "severity_at_least", "super_users",

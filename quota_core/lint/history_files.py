@@ -11,9 +11,9 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..entities import Entity
-from ..errors import ParseError
-from ..telemetry.schema import snapshots_to_quotas
+from quota_core.domain.entities import Entity
+from quota_core.errors import ParseError
+from quota_core.telemetry.schema import snapshots_to_quotas
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -16,9 +16,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ..brokers import ClusterSettings
-from ..entities import CLIENT_ID, USER, Entity
-from ..serialization import to_document
+from quota_core.throttling.brokers import ClusterSettings
+from quota_core.domain.entities import CLIENT_ID, USER, Entity
+from quota_core.domain.serialization import to_document
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

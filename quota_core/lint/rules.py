@@ -11,18 +11,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import ladder
-from ..entities import CLIENT_ID, USER, Entity
-from ..keys import CLIENT_KEYS
-from ..membership import UNNAMED
-from ..resolution import resolve_values
-from ..shadows import dead_keys
-from ..sizing import suggest_quota
-from ..throttle import estimate_throttle
-from ..units import format_exact, format_quota, format_rate
-from . import usage as U
-from .model import (SEVERITIES, WELL_KNOWN, Finding, LintInput, Protected, exempt_value,
-                    request_cap, super_users)
+from quota_core.domain import ladder
+from quota_core.domain.entities import CLIENT_ID, USER, Entity
+from quota_core.domain.keys import CLIENT_KEYS
+from quota_core.domain.membership import UNNAMED
+from quota_core.domain.resolution import resolve_values
+from quota_core.domain.shadows import dead_keys
+from quota_core.analysis.quota_sizing import suggest_quota
+from quota_core.throttling.throttle import estimate_throttle
+from quota_core.domain.units import format_exact, format_quota, format_rate
+from quota_core.lint import usage as U
+from quota_core.lint.model import (SEVERITIES, WELL_KNOWN, Finding, LintInput, Protected,
+                                   exempt_value, request_cap, super_users)
 
 __all__ = ["Rule", "RULES", "RULE_IDS", "LintReport", "run_lint", "NEEDS"]
 
@@ -238,7 +238,7 @@ def check_stale(inp: LintInput) -> list[Finding]:
 
 def _bound_by(inp: LintInput, stats):
     """Each bucket of ``stats`` with the entry that binds it in the linted quota set."""
-    from ..bulk import bulk_resolve_buckets
+    from quota_core.domain.bulk import bulk_resolve_buckets
 
     users, clients = list(stats["user"]), list(stats["client_id"])
     resolved = bulk_resolve_buckets(inp.quotas, users, clients, CLIENT_KEYS)
@@ -351,7 +351,7 @@ def check_chronic(inp: LintInput) -> list[Finding]:
 
 
 def _bucket(row) -> str:
-    from ..history import client_label
+    from quota_core.analysis.history import client_label
 
     return client_label(row.user, row.client_id)
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..live import KEY_OF_TYPE
-from ..sizing import suggest_quota
-from ..units import round_up_quota
+from quota_core.throttling.live import KEY_OF_TYPE
+from quota_core.analysis.quota_sizing import suggest_quota
+from quota_core.domain.units import round_up_quota
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -56,7 +56,7 @@ def last_days(usage: "pd.DataFrame", days: float) -> "pd.DataFrame":
 
 
 def with_keys(usage: "pd.DataFrame") -> "pd.DataFrame":
-    """Samples with their quota key (quota_core.live's quota_type → key table), tags as
+    """Samples with their quota key (quota_core.throttling.live's quota_type → key table), tags as
     Python None where missing; samples of an unknown quota_type are dropped."""
     out = usage.assign(key=usage["quota_type"].map(KEY_OF_TYPE))
     out = out[out["key"].notna()]
@@ -79,8 +79,8 @@ def p99(rates) -> float:
 
 def sized(key: str, value: float) -> float:
     """The fix's quota for a largest per-bucket p99 rate: the one suggestion
-    (:func:`quota_core.sizing.suggest_quota`) with the one display rounding
-    (:func:`quota_core.units.round_up_quota`), as History shows it: 10,848,520 B/s →
+    (:func:`quota_core.analysis.quota_sizing.suggest_quota`) with the one display rounding
+    (:func:`quota_core.domain.units.round_up_quota`), as History shows it: 10,848,520 B/s →
     10,905,191 (10.4 MiB/s); 131.697 % → 132."""
     return round_up_quota(key, suggest_quota(key, value))
 

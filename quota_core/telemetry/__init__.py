@@ -7,11 +7,11 @@ the usage history's schema shared with the Spark pipeline (:mod:`.schema`).
 May import: the pure core, the standard library, prometheus-client, pyarrow and the Kafka
 producer. Never changes, cli, ui, pages or pipeline (checked by import-linter).
 """
-from .names import decode_client_id, decode_user, jmx_unquote
-from .parse import parse_metrics
-from .rules import MBEAN_TYPES, RULES, SeriesRule, rule_for
-from .scrape import fetch_text, scrape
-from .series import ATTRIBUTES, QUOTA_TYPES, QuotaSeries
+from quota_core.telemetry.names import decode_client_id, decode_user, jmx_unquote
+from quota_core.telemetry.parse import parse_metrics
+from quota_core.telemetry.rules import MBEAN_TYPES, RULES, SeriesRule, rule_for
+from quota_core.telemetry.scrape import fetch_text, scrape
+from quota_core.telemetry.series import ATTRIBUTES, QUOTA_TYPES, QuotaSeries
 
 __all__ = [
     "ATTRIBUTES", "MBEAN_TYPES", "QUOTA_TYPES", "QuotaSeries", "RULES", "SeriesRule",

@@ -32,9 +32,9 @@ from datetime import datetime, timezone
 from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
-from ..errors import BackendError, MetricsError, ParseError, QuotaError
-from .schema import snapshot_rows, usage_samples, window_rows
-from .sweep import scrape_endpoint
+from quota_core.errors import BackendError, MetricsError, ParseError, QuotaError
+from quota_core.telemetry.schema import snapshot_rows, usage_samples, window_rows
+from quota_core.telemetry.sweep import scrape_endpoint
 
 __all__ = ["Endpoint", "parse_endpoints", "Collector", "CollectorStats"]
 
@@ -55,7 +55,7 @@ class Endpoint:
 def parse_endpoints(text: str) -> list[Endpoint]:
     """``URL[,URL...]``; each may be ``LABEL=URL``. The default label is the URL's host:port.
     A URL :func:`~quota_core.telemetry.scrape.url_problem` refuses is a :class:`ParseError`."""
-    from .scrape import url_problem
+    from quota_core.telemetry.scrape import url_problem
 
     out = []
     for part in (p.strip() for p in text.split(",")):

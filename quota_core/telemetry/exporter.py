@@ -2,7 +2,7 @@
 
 Kafka's brokers export a bucket's rate and throttle time but not its limit, nor the entry that
 set it (KIP-786 was abandoned). The console knows both: the live join
-(:func:`quota_core.live.join_usage`) names, per broker and bucket, the quota, the entry and its
+(:func:`quota_core.throttling.live.join_usage`) names, per broker and bucket, the quota, the entry and its
 ladder level. :class:`QuotaExporter` is a ``prometheus_client`` collector that, on every
 scrape, reads the quota set (``describe``), sweeps the brokers' endpoints
 (:func:`~quota_core.telemetry.sweep.scrape_all`), joins them, and yields gauge families.
@@ -25,7 +25,7 @@ Names in labels are in Kafka's sanitised form (as its metric tags are): the defa
 
 Cardinality: one bucket series set per (broker, quota type, bucket) the brokers report, and
 only for buckets a client is in with today's quota set (an old-shape bucket lingering in the
-broker's metrics is left out: see :mod:`quota_core.membership`); one configured series per
+broker's metrics is left out: see :mod:`quota_core.domain.membership`); one configured series per
 (entry, key); one health series per endpoint and per broker. See :func:`series_count`.
 """
 from __future__ import annotations
@@ -41,9 +41,9 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector as _PromCollector
 
-from ..entities import CLIENT_ID, DEFAULT_TEXT, IP, USER, Entity, sanitize
-from ..errors import ParseError, QuotaError
-from ..live import BucketUsage, join_usage
+from quota_core.domain.entities import CLIENT_ID, DEFAULT_TEXT, IP, USER, Entity, sanitize
+from quota_core.errors import ParseError, QuotaError
+from quota_core.throttling.live import BucketUsage, join_usage
 
 __all__ = ["BUCKET_LABELS", "ENTRY_LABELS", "UNIT_OF_KEY", "Health", "QuotaExporter",
            "families", "label_name", "parse_listen", "serve", "series_count"]
@@ -213,7 +213,7 @@ class QuotaExporter(_PromCollector):
             yield from self.scrape()
 
     def scrape(self) -> list[GaugeMetricFamily]:
-        from .sweep import scrape_all
+        from quota_core.telemetry.sweep import scrape_all
 
         started = self.clock()
         try:
@@ -334,6 +334,6 @@ def serve(exporter: QuotaExporter, host: str, port: int, **options):
     serves the requests of the next few seconds, each connection is timed out
     (:mod:`quota_core.telemetry.serving`). An address that cannot be bound is a
     :class:`BackendError` naming it."""
-    from .serving import serve as serve_scrapes
+    from quota_core.telemetry.serving import serve as serve_scrapes
 
     return serve_scrapes(exporter.scrape, host, port, **options)

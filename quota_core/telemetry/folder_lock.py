@@ -19,7 +19,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from ..errors import BackendError
+from quota_core.errors import BackendError
 
 __all__ = ["FolderBusy", "lock_path", "holder", "busy_message", "holding", "holding_all"]
 

@@ -9,8 +9,8 @@ label value, so a client id ``weird:client*1`` arrives as ``"weird:client\\*1"``
 """
 from __future__ import annotations
 
-from ..entities import desanitize
-from ..errors import MetricsError
+from quota_core.domain.entities import desanitize
+from quota_core.errors import MetricsError
 
 __all__ = ["decode_client_id", "decode_user", "jmx_unquote"]
 

@@ -11,10 +11,11 @@ import re
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..errors import MetricsError
-from .names import decode_client_id, decode_user, jmx_unquote
-from .rules import MBEAN_TYPES, NODE_ID_LABEL, NODE_ID_METRIC, SeriesRule, rule_for
-from .series import ATTRIBUTES, EndpointSeries, QuotaSeries
+from quota_core.errors import MetricsError
+from quota_core.telemetry.names import decode_client_id, decode_user, jmx_unquote
+from quota_core.telemetry.rules import (MBEAN_TYPES, NODE_ID_LABEL, NODE_ID_METRIC, SeriesRule,
+                                        rule_for)
+from quota_core.telemetry.series import ATTRIBUTES, EndpointSeries, QuotaSeries
 
 __all__ = ["parse_metrics"]
 

@@ -113,7 +113,7 @@ def read_rollups(rollups: str | Path, start: datetime | None = None,
     """The hourly rollups whose hour starts in ``[start, end)`` (naive UTC; None: open), as a
     pandas DataFrame with ``hour`` as text; empty (no rows) when there are none yet. pyarrow
     only: no Spark. ``rates`` (the sketches) are bytes: DataSketches' KLL format
-    (quota_core.rate_sketch reads them)."""
+    (quota_core.analysis.rate_sketch reads them)."""
     return _read(Path(rollups) / HOURLY, "hour", columns,
                  lambda hour: _hour_filter(hour, start, end))
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .series import ATTRIBUTES
+from quota_core.telemetry.series import ATTRIBUTES
 
 __all__ = ["MBEAN_TYPES", "NODE_ID_LABEL", "NODE_ID_METRIC", "RULES", "SeriesRule", "rule_for"]
 

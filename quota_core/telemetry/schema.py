@@ -19,7 +19,7 @@ interval_s     double     the seconds this sample stands for
 =============  =========  ==============================================================
 
 **Quota snapshots**, the whole quota set at a time: one row per (entity, key) sharing ``ts``;
-``entity`` is :func:`~quota_core.entities.entity_to_json`'s JSON text (raw names, null for
+``entity`` is :func:`~quota_core.domain.entities.entity_to_json`'s JSON text (raw names, null for
 the default); an empty quota set is one row whose entity, key and value are null.
 
 **The quota window** travels in the same snapshot, as rows whose ``key`` is
@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
-from ..brokers import WINDOW_NUM, WINDOW_SIZE, ClusterSettings
-from ..entities import Entity, entity_from_json, entity_to_json
-from ..live import KEY_OF_TYPE, Series, finite, gather
-from ..throttle import DEFAULT_WINDOW, QuotaWindow
+from quota_core.throttling.brokers import WINDOW_NUM, WINDOW_SIZE, ClusterSettings
+from quota_core.domain.entities import Entity, entity_from_json, entity_to_json
+from quota_core.throttling.live import KEY_OF_TYPE, Series, finite, gather
+from quota_core.throttling.throttle import DEFAULT_WINDOW, QuotaWindow
 
 __all__ = ["USAGE_COLUMNS", "SNAPSHOT_COLUMNS", "WINDOW_KEYS", "usage_samples", "snapshot_rows",
            "window_rows", "is_window_row", "SnapshotWindows", "windows_from_rows", "snapshots_to_quotas", "topic_value", "from_topic_value", "iso_utc"]

@@ -29,9 +29,9 @@ import time
 from typing import Callable
 from urllib.parse import SplitResult, urljoin, urlsplit
 
-from ..errors import MetricsError, ScrapeLimitExceeded
-from .parse import parse_metrics
-from .series import QuotaSeries
+from quota_core.errors import MetricsError, ScrapeLimitExceeded
+from quota_core.telemetry.parse import parse_metrics
+from quota_core.telemetry.series import QuotaSeries
 
 __all__ = ["MAX_BYTES", "MAX_LINE", "MAX_REDIRECTS", "MAX_SERIES", "fetch_text",
            "redirect_note", "scrape", "url_problem"]

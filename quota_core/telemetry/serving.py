@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
-from ..errors import BackendError
+from quota_core.errors import BackendError
 
 __all__ = ["CACHE_S", "IO_TIMEOUT_S", "MAX_CONNECTIONS", "MetricsServer", "serve"]
 

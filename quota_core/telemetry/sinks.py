@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import SinkError
-from .schema import topic_value
+from quota_core.errors import SinkError
+from quota_core.telemetry.schema import topic_value
 
 __all__ = ["ParquetSink", "KafkaTopicSink", "open_sink"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Callable, Protocol, Sequence
 
-from ..errors import QuotaError
-from .scrape import scrape as http_scrape
-from .series import QuotaSeries
+from quota_core.errors import QuotaError
+from quota_core.telemetry.scrape import scrape as http_scrape
+from quota_core.telemetry.series import QuotaSeries
 
 __all__ = ["scrape_endpoint", "scrape_all", "Swept"]
 
@@ -25,7 +25,7 @@ class Swept(list):
         self.brokers: list[str] = []
         #: URL → the broker's node id, for each endpoint that answered with one (and has no
         #: label of the user's): a feed remembers it to name the broker once it stops
-        #: answering (quota_core.coverage.unread_brokers).
+        #: answering (quota_core.throttling.coverage.unread_brokers).
         self.node_of: dict[str, str] = {}
 
 

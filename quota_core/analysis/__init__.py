@@ -1,0 +1,44 @@
+"""The usage history and the quota it suggests.
+
+Questions over the analysed windows (:mod:`.history`) and the hourly rollups
+(:mod:`.history_rollups`), rate distributions as KLL sketches (:mod:`.rate_sketch`), and the
+one rule that sizes a quota from a measured rate (:mod:`.sizing`).
+
+Pure: may import the standard library, pandas and datasketches, :mod:`quota_core.errors`,
+:mod:`quota_core.domain`, :mod:`quota_core.throttling` and itself (import-linter contracts
+pure-core and core-packages).
+
+The face: pages, ui and pipeline import the names of :data:`__all__` from here, never a
+submodule (tests/project/test_layers.py checks it); code inside quota_core imports the submodules.
+A name loads its submodule on first use, so the face costs nothing to import.
+"""
+from __future__ import annotations
+
+import importlib
+
+# --- face: generated block (regroup.py phase 4 adds the names pages, ui and
+# pipeline import; edit it by hand too: submodule -> the names it exports) ---
+_FACE: dict[str, tuple[str, ...]] = {
+    "history": ("client_label", "duration_text", "throttle_heatmap", "throttled_by_broker",
+                "what_if"),
+    "history_rollups": ("as_samples", "bucket_hours", "clients", "entries", "freshness",
+                        "hour_label", "sizing", "sketch_rows"),
+    "quota_sizing": ("whole_number_keys",),
+    "rate_sketch": ("K", "RANK_ERROR"),
+}
+# --- end of face ---
+
+__all__ = sorted(name for names in _FACE.values() for name in names)
+_HOME = {name: module for module, names in _FACE.items() for name in names}
+
+
+def __getattr__(name: str):
+    # Loaded on first use: importing one submodule (as the CLI does) loads no other. Not
+    # cached here: a test that patches the submodule's name patches the face's too.
+    if name in _HOME:
+        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,134 @@
+"""The sentence pieces the pages share (Resolve, Throttled now, Edit, Plan, Quota health):
+one template each, so every page says a thing the same, true way.
+
+* :func:`plural` / :func:`verb`: "1 bucket has", "3 buckets have", never "3 buckets had its".
+* :func:`against`: a measured rate against its quota. A byte or mutation rate reads
+  ``2.4 MiB/s of 2 MiB/s (120%)``; ``request_percentage`` is a share of one request-handler /
+  network thread's time (QUOTA_SEMANTICS: 100 = one thread fully busy), so it reads
+  ``12.4% of a thread's time, against a quota of 50% of a thread (25% of the quota)``, not
+  "12.4% of a thread of 50% of a thread".
+* :func:`inherited` / :func:`inherited_short`: a key an entry does not set is not "unlimited"
+  when a lower level of the ladder sets it for the entry's clients: "not set on this entry;
+  user 'bob' gets 1 MiB/s from {user=<default>} (level 6)".
+
+Every template is pure text from plain values, with names raw (``repr``-quoted where a
+sentence quotes them); the pages escape the whole sentence (``ui.text.md`` or
+``html.escape``) so a name is shown as written. ``tests/pages/test_wording.py`` parses each one back.
+"""
+from __future__ import annotations
+
+from quota_core.domain.entities import CLIENT_ID, IP, USER, Entity
+from quota_core.domain.keys import QUOTA_KEYS, format_value
+from quota_core.domain.units import format_quota, format_rate
+
+__all__ = ["plural", "verb", "against", "inherited", "inherited_short", "entry_clients",
+           "quota_changed", "clients_moved", "quota_before", "read_only_refused"]
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 bucket``, ``3 buckets``, ``0 buckets``; ``many`` for an irregular plural
+    (``plural(2, "entity", "entities")``)."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def verb(n: int, one: str, many: str) -> str:
+    """The verb that agrees with ``n``: ``verb(1, "gets", "get")``."""
+    return one if n == 1 else many
+
+
+def _is_share_of_thread(key: str) -> bool:
+    spec = QUOTA_KEYS.get(key)
+    return spec is not None and spec.unit == "%"
+
+
+def against(key: str, rate: float | None, limit: float | None,
+            utilisation: float | None = None) -> str:
+    """A measured ``rate`` against its quota ``limit`` (``utilisation`` = rate / limit, shown
+    when given): ``2.4 MiB/s of 2 MiB/s (120%)``; for ``request_percentage``
+    ``12.4% of a thread's time, against a quota of 50% of a thread (25% of the quota)``;
+    ``no rate`` when the broker reports none."""
+    shown = "no rate" if rate is None else format_rate(key, rate)
+    if _is_share_of_thread(key):
+        if rate is not None:
+            shown += "'s time"
+        if limit is None:
+            return f"{shown}, with no quota"
+        share = "" if utilisation is None else f" ({utilisation:.0%} of the quota)"
+        return f"{shown}, against a quota of {format_value(limit)}% of a thread{share}"
+    share = "" if utilisation is None else f" ({utilisation:.0%})"
+    return f"{shown} of {format_quota(key, limit)}{share}"
+
+
+def entry_clients(entity: Entity) -> str:
+    """Who an entry's quota is for, raw names ``repr``-quoted: ``user 'bob'``,
+    ``client id 'app' of user 'bob'``, ``every user without an entry of its own``."""
+    if entity.is_ip:
+        name = entity.name(IP)
+        return "every ip without an entry of its own" if name is None else f"ip {name!r}"
+    parts = entity.as_dict()
+    user, client_id = parts.get(USER, ...), parts.get(CLIENT_ID, ...)
+    u = None if user is ... else ("any user" if user is None else f"user {user!r}")
+    c = None if client_id is ... else ("any client id" if client_id is None
+                                       else f"client id {client_id!r}")
+    if u and c:
+        return f"{c} of {u}"
+    if u == "any user":
+        return "every user without an entry of its own"
+    if c == "any client id":
+        return "every client id without an entry of its own"
+    return u or c or "its clients"
+
+
+def inherited(entity: Entity, key: str, value: float | None, level: int | None,
+              source: Entity | None) -> str:
+    """What a key ``entity`` does not set means for its clients: the value a lower level of
+    the ladder gives them (``value``, ``level``, ``source`` from
+    :func:`quota_core.planning.impact.fallback`), or unlimited when none does.
+
+    ``not set on this entry; user 'bob' gets 1 MiB/s from {user=<default>} (level 6)``."""
+    who = entry_clients(entity)
+    if level is None or source is None:
+        return f"not set on this entry; nothing else limits {who}: unlimited"
+    return (f"not set on this entry; {who} gets {format_quota(key, value)} from "
+            f"{source.display()} (level {level})")
+
+
+def inherited_short(key: str, value: float | None, level: int | None,
+                    source: Entity | None) -> str:
+    """The same in a table cell: ``not set (1 MiB/s from {user=<default>}, level 6)`` or
+    ``not set (unlimited)``."""
+    if level is None or source is None:
+        return "not set (unlimited)"
+    return f"not set ({format_quota(key, value)} from {source.display()}, level {level})"
+
+
+def quota_before(key: str, before: float | None, fallback: tuple | None) -> str:
+    """An entry's value before a change, for a table cell: the value it holds, or what its
+    clients got without it (``fallback`` = ``(value, level, source)``)."""
+    if before is not None:
+        return format_quota(key, before)
+    if fallback is None:
+        return "not set"
+    return inherited_short(key, *fallback)
+
+
+def quota_changed(n: int, window_text: str, lasts_s: float) -> str:
+    """Throttled now's note on buckets whose quota changed within the rate window."""
+    return (f"{plural(n, 'bucket')} {verb(n, 'had its', 'had their')} quota changed within "
+            f"the last rate window ({window_text}): the broker still counts traffic from "
+            f"before the change, so throttling there can go on for up to {lasts_s:.0f} s "
+            f"after it.")
+
+
+def clients_moved(n: int, checked: int, kind: str = "known client") -> str:
+    """``**3 known clients** get a different effective quota (of 40 checked):`` (markdown
+    bold around the count; no name in it)."""
+    return (f"**{plural(n, kind)}** {verb(n, 'gets', 'get')} a different effective quota "
+            f"(of {checked:,} checked):")
+
+
+def read_only_refused(cluster: str, source: str) -> str:
+    """A write refused on a read-only cluster of the fleet: one line naming it and where
+    that is set (issue 29)."""
+    return (f"cluster {cluster!r} is read-only (read_only = true in {source}): nothing was "
+            f"written. Change it on a cluster that allows writes, or set read_only = false.")
