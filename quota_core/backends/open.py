@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from ..fleet import ClusterConfig
 
 __all__ = ["open_backend", "add_backend_arguments", "open_backend_from", "NumberAction",
-           "require_sandbox_file", "open_cluster"]
+           "require_sandbox_file", "open_cluster", "add_fleet_arguments"]
 
 #: How long to wait for an unreachable cluster, unless --timeout says otherwise.
 DEFAULT_TIMEOUT_S = 10.0
@@ -36,11 +36,7 @@ def add_backend_arguments(parser: argparse.ArgumentParser, *,
     every command that reads or changes quotas. ``all_clusters``: the help of an
     ``--all-clusters`` flag, for the commands that run on every cluster of the fleet."""
     g = parser.add_argument_group("where the quotas live (one of)")
-    g.add_argument("--config", metavar="PATH",
-                   help="the fleet's TOML file, [clusters.NAME] tables (default: "
-                        "$QUOTA_CONFIG)")
-    g.add_argument("--cluster", metavar="NAME",
-                   help="the cluster NAME of the fleet file (needed when it names several)")
+    add_fleet_arguments(g)
     if all_clusters:
         g.add_argument("--all-clusters", action="store_true", help=all_clusters)
     g.add_argument("--bootstrap-server", metavar="HOST:PORT", help="a Kafka cluster")
@@ -51,6 +47,16 @@ def add_backend_arguments(parser: argparse.ArgumentParser, *,
                    metavar="SECONDS",
                    help=f"give up on an unreachable cluster after this long (default "
                         f"{DEFAULT_TIMEOUT_S:g})")
+
+
+def add_fleet_arguments(group) -> None:
+    """``--config PATH`` and ``--cluster NAME``: a cluster of the fleet file (issue 29)."""
+    group.add_argument("--config", metavar="PATH",
+                       help="the fleet's TOML file, [clusters.NAME] tables (default: "
+                            "$QUOTA_CONFIG)")
+    group.add_argument("--cluster", metavar="NAME",
+                       help="the cluster NAME of the fleet file (needed when it names "
+                            "several)")
 
 
 def require_sandbox_file(path: str | Path) -> None:
