@@ -411,6 +411,9 @@ def _alter(backend: Callable[[], QuotaBackend], opts: Options, types: list[str],
         err.write(f"{PROG}: note: nothing was changed: --add-config/--delete-config name no "
                   f"key (kafka-configs.sh reports this as done).\n")
         return
+    from ..changes.workflow import refuse_read_only
+
+    refuse_read_only(_target(opts))  # a read_only cluster of the fleet: before connecting
     store = backend()
     components = _components(types, names)
     old = next(iter(store.describe(EntityFilter.contains_only(components)).values()), {})

@@ -140,8 +140,10 @@ def _err_lines(run: ClusterRun, prog: str) -> str:
     head = f"{prog}: "
     lines = []
     for line in run.err.splitlines():
-        rest = line[len(head):] if line.startswith(head) else line
-        lines.append(f"{head}cluster {run.name}: {rest}\n")
+        if line.startswith(head):
+            lines.append(f"{head}cluster {run.name}: {line[len(head):]}\n")
+        else:
+            lines.append(f"cluster {run.name}: {line}\n")
     if not _read(run, ()) and run.status != 0 and not run.err.strip():
         lines.append(f"{head}cluster {run.name}: could not be read (exit {run.status}).\n")
     return "".join(lines)

@@ -632,6 +632,10 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if args.all_clusters:
             return run_all_clusters(args, out, err)
         select_cluster(args, metrics=bool(args.resolve or args.throttled))
+        if (args.alter or args.import_file or args.init) and not args.validate_only:
+            from ..changes.workflow import refuse_read_only
+
+            refuse_read_only(getattr(args, "fleet_cluster", None))  # before connecting
         _check_flags(args)
         _names_are_text(args)
         if args.init:

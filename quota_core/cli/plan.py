@@ -310,6 +310,9 @@ def _apply(args: argparse.Namespace, out: TextIO, err: TextIO, read: list[bool])
 
     prefix = _APPLY
     _check_where(args)
+    from ..changes.workflow import refuse_read_only
+
+    refuse_read_only(getattr(args, "fleet_cluster", None))  # before the plan is even read
     path = Path(args.plan_file)
     doc = load_plan(_read_text(path, PLAN_LIMIT), str(path))  # NaN & co. kept to name their field
     plan = read_plan(doc, str(path))
