@@ -55,7 +55,7 @@ def plan_parser() -> argparse.ArgumentParser:
                f"staging --cluster prod --prune --out plan.json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", metavar="FILE", nargs="?",
-                   help="the desired quota set (.json, .yaml, .yml); or --from-cluster")
+                   help="the desired quota set (.json, .yaml, .yml), unless a cluster's is given")
     _where(p)
     p.add_argument("--from-cluster", metavar="NAME",
                    help="the desired quota set is this cluster's (of the fleet file): a plan "
