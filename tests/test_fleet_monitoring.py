@@ -95,3 +95,61 @@ def _served_url(log: Path, proc: subprocess.Popen) -> str:
         assert proc.poll() is None, log.read_text()
         time.sleep(0.1)
     raise AssertionError(f"serve-metrics never said where it serves: {log.read_text()}")
+
+
+def test_collect_all_clusters_writes_each_cluster_with_its_name(tmp_path):
+    """collect --all-clusters: a collector per cluster, each into its history_dir (else
+    --to DIR/NAME), every row with its cluster; a cluster without metrics still snapshots."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import pandas as pd
+
+    fixture = (REPO / "tests" / "fixtures" / "metrics" / "ours.txt").read_bytes()
+
+    class Metrics(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(fixture)))
+            self.end_headers()
+            self.wfile.write(fixture)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    E = Entity.of
+    sandbox_with(tmp_path / "staging.sqlite", {E(user="alice"): {"producer_byte_rate": 1024.0}})
+    sandbox_with(tmp_path / "prod.sqlite", {E(user="bob"): {"consumer_byte_rate": 2048.0}})
+    cfg = tmp_path / "fleet.toml"
+    cfg.write_text('[clusters.staging]\nsandbox = "staging.sqlite"\n'
+                   f'metrics = ["1=http://127.0.0.1:{server.server_address[1]}/metrics"]\n\n'
+                   '[clusters.prod]\nsandbox = "prod.sqlite"\nhistory_dir = "prod-history"\n',
+                   encoding="utf-8")
+    log = tmp_path / "stderr"
+    try:
+        with open(log, "w") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "quota_core", "collect", "--config",
+                                     str(cfg), "--all-clusters", "--to", str(tmp_path / "h"),
+                                     "--every", "0.3", "--timeout", "2"], stderr=err, cwd=REPO,
+                                    env={**os.environ, "PYTHONPATH": str(REPO)})
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (
+                list((tmp_path / "h" / "staging" / "usage").rglob("*.parquet"))
+                and list((tmp_path / "prod-history" / "quotas").rglob("*.parquet"))):
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=20)
+        server.shutdown()
+    assert code == 0, log.read_text()
+    usage = pd.read_parquet(tmp_path / "h" / "staging" / "usage")
+    assert len(usage) and set(usage.cluster) == {"staging"}
+    staging = pd.read_parquet(tmp_path / "h" / "staging" / "quotas")
+    prod = pd.read_parquet(tmp_path / "prod-history" / "quotas")
+    assert set(staging.cluster) == {"staging"} and set(prod.cluster) == {"prod"}
+    assert '"bob"' in prod.entity.iloc[0] and not (tmp_path / "h" / "prod").exists()
+    said = log.read_text()
+    assert "collect: cluster prod: scraping no endpoint" in said, said

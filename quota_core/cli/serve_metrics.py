@@ -171,7 +171,7 @@ def _run(args: argparse.Namespace, err: TextIO) -> int:
         restore_signals(previous)
 
 
-class _Cluster:
+class LazyCluster:
     """One cluster of ``--all-clusters`` as the exporter reads it: its backend is opened when
     first needed and opened again after a failure, so a cluster that is down at the start
     (or goes down) is served as down (``quota_console_cluster_up 0``) and comes back by
@@ -252,7 +252,7 @@ def _run_fleet(args: argparse.Namespace, log, stop: threading.Event) -> int:
     for cluster in fleet:
         if cluster.sandbox:  # serving a mistyped path as an empty quota set hides the typo
             require_sandbox_file(cluster.sandbox)
-        sources[cluster.name] = _Cluster(cluster, args.timeout)
+        sources[cluster.name] = LazyCluster(cluster, args.timeout)
     exporters = {name: exporter_for(source, source.cluster.metrics_arg,
                                     source.cluster.metrics_template, log, args.scrape_timeout)
                  for name, source in sources.items()}

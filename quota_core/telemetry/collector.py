@@ -35,7 +35,7 @@ from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
 from ..errors import BackendError, MetricsError, ParseError, QuotaError
-from .schema import snapshot_rows, usage_samples, window_rows
+from .schema import snapshot_rows, usage_samples, window_rows, with_cluster
 from .sweep import MAX_PARALLEL, scrape_endpoint, sweep_pool
 
 __all__ = ["Endpoint", "parse_endpoints", "Collector", "CollectorStats"]
@@ -95,7 +95,8 @@ class Collector:
                  snapshot_every: float = 60.0, flush_every: float = 10.0,
                  status_every: float = 60.0, max_buffer: int = 200_000,
                  log: Callable[[str], None] = print, timeout: float = 5.0,
-                 settings: Callable[[], object] | None = None) -> None:
+                 settings: Callable[[], object] | None = None,
+                 cluster: str | None = None) -> None:
         self.endpoints, self.describe, self.sink, self.scrape = list(endpoints), describe, sink, scrape
         self.scrape_every, self.snapshot_every = scrape_every, snapshot_every
         self.flush_every, self.status_every = flush_every, status_every
@@ -106,6 +107,8 @@ class Collector:
         self._last_ok: dict[str, float] = {}
         self._last_quotas: dict | None = None
         self.settings = settings
+        #: The cluster's name in the fleet file: every row written carries it (``cluster``).
+        self.cluster = cluster
         self._last_windows: list | None = None
         self._settings_down = False
         self._cluster_down = False
@@ -136,7 +139,7 @@ class Collector:
         previous = self._last_ok.get(endpoint.label)
         interval = self.scrape_every if previous is None else now - previous
         self._last_ok[endpoint.label] = now
-        self._usage.extend(usage_samples(answer, ts, interval))
+        self._usage.extend(with_cluster(usage_samples(answer, ts, interval), self.cluster))
         self._bound_buffer()
 
     def snapshot(self, now: float) -> None:
@@ -158,7 +161,8 @@ class Collector:
         if quotas != self._last_quotas or not same_windows:
             if windows is None and self._last_windows is not None:
                 windows = [dict(r, ts=ts) for r in self._last_windows]  # kept: not re-read
-            self._snapshots.extend(snapshot_rows(quotas, ts) + (windows or []))
+            self._snapshots.extend(with_cluster(snapshot_rows(quotas, ts) + (windows or []),
+                                                self.cluster))
             self._last_quotas = quotas
             if windows is not None:
                 self._last_windows = windows
