@@ -191,12 +191,12 @@ def _run_fleet(args: argparse.Namespace, err: TextIO) -> int:
     from pathlib import Path
 
     from ..backends.fleet_config import fleet_of_args
+    from ..backends.fleet_read import LazyCluster
     from ..backends.open import require_sandbox_file
     from ..errors import QuotaError
     from ..telemetry import scrape as scrape_once
     from ..telemetry.sinks import ParquetSink
     from .endpoints import metrics_endpoints
-    from .serve_metrics import LazyCluster
 
     _check_fleet(args)
     fleet = fleet_of_args(args)
@@ -228,11 +228,12 @@ def _run_fleet(args: argparse.Namespace, err: TextIO) -> int:
             source = LazyCluster(cluster, args.timeout)
             sources.append(source)
             if not endpoints and cluster.metrics_template:
-                try:
-                    endpoints = metrics_endpoints(None, cluster.metrics_template, source.info())
-                except QuotaError as exc:
+                info = source.info_or_error()
+                if isinstance(info, QuotaError):
                     log(f"collect: cannot list its brokers for its metrics_template, so no "
-                        f"usage is scraped (its quota set still is, when it answers): {exc}")
+                        f"usage is scraped (its quota set still is, when it answers): {info}")
+                else:
+                    endpoints = metrics_endpoints(None, cluster.metrics_template, info)
             sink = ParquetSink(folder)
             log(f"collect: scraping {', '.join(e.label for e in endpoints) or 'no endpoint'} "
                 f"every {args.every:g} s into {sink.label}")

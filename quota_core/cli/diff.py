@@ -15,17 +15,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Mapping, Sequence, TextIO
+from typing import Mapping, Sequence, TextIO
 
+from ..backends.fleet_read import read_clusters
 from ..backends.open import DEFAULT_TIMEOUT_S, NumberAction
 from ..drift import DriftRow, quota_drift
-from ..errors import QuotaError, UsageError
+from ..errors import UsageError
 from ..keys import json_number
 from .edge import one_line, run_command
 from .output import FORMATS, _value, entity_text
 
-__all__ = ["diff_main", "diff_parser", "read_clusters", "drift_json", "format_drift"]
+__all__ = ["diff_main", "diff_parser", "drift_json", "format_drift"]
 
 PROG = "kafka-client-quotas"
 #: diff: equal 0, any error 1 (wrong flags too), different 2 (as plan's 0 / 1 / 2).
@@ -52,31 +52,6 @@ def diff_parser() -> argparse.ArgumentParser:
                    help="text (names as Kafka prints them), plain (raw names, values with "
                         "units) or json")
     return p
-
-
-def read_clusters(clusters: Sequence, timeout_s: float,
-                  read: Callable | None = None) -> dict[str, object]:
-    """Each cluster's quota set, read at once (one thread each), or the error that kept it
-    from being read: ``{name: QuotaSet or QuotaError}``, in the order given. ``read(backend)``
-    is what is read (default: the whole quota set)."""
-    from ..backends.fleet_config import open_cluster_backend
-    from ..backends.open import require_sandbox_file
-
-    def one(cluster):
-        try:
-            if cluster.sandbox:  # a read never creates a sandbox
-                require_sandbox_file(cluster.sandbox)
-            with open_cluster_backend(cluster, timeout_s=timeout_s) as backend:
-                return read(backend) if read else backend.describe()
-        except QuotaError as exc:
-            return exc
-
-    if not clusters:
-        return {}
-    with ThreadPoolExecutor(max_workers=min(8, len(clusters)),
-                            thread_name_prefix="read-cluster") as pool:
-        answers = list(pool.map(one, clusters))
-    return {c.name: a for c, a in zip(clusters, answers)}
 
 
 def drift_json(rows: Sequence[DriftRow]) -> list[dict]:

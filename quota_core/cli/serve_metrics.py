@@ -171,63 +171,11 @@ def _run(args: argparse.Namespace, err: TextIO) -> int:
         restore_signals(previous)
 
 
-class LazyCluster:
-    """One cluster of ``--all-clusters`` as the exporter reads it: its backend is opened when
-    first needed and opened again after a failure, so a cluster that is down at the start
-    (or goes down) is served as down (``quota_console_cluster_up 0``) and comes back by
-    itself, without holding the others back. After a failure the next
-    :data:`RETRY_S` seconds fail at once with the same error (one scrape asks a cluster
-    for its quota set, its brokers and their settings: a dead one costs one ``--timeout``,
-    not three)."""
-
-    RETRY_S = 5.0
-
-    def __init__(self, cluster, timeout: float) -> None:
-        self.cluster, self.timeout = cluster, timeout
-        self._backend = None
-        self._lock = threading.Lock()
-        self._failed: tuple[float, QuotaError] | None = None
-
-    def _call(self, what: str):
-        import time
-
-        from ..backends.open import open_cluster
-
-        with self._lock:
-            if self._failed is not None and time.monotonic() - self._failed[0] < self.RETRY_S:
-                raise self._failed[1]
-            try:
-                if self._backend is None:
-                    self._backend = open_cluster(self.cluster, timeout_s=self.timeout)
-                answer = getattr(self._backend, what)()
-            except QuotaError as exc:
-                self.close()
-                exc.message = f"cluster {self.cluster.name}: {exc.message}"
-                self._failed = (time.monotonic(), exc)
-                raise
-            self._failed = None
-            return answer
-
-    def describe(self):
-        return self._call("describe")
-
-    def info(self):
-        return self._call("info")
-
-    def broker_settings(self):
-        return self._call("broker_settings")
-
-    def close(self) -> None:
-        if self._backend is not None:
-            backend, self._backend = self._backend, None
-            with contextlib.suppress(Exception):
-                backend.close()
-
-
 def _run_fleet(args: argparse.Namespace, log, stop: threading.Event) -> int:
     """``--all-clusters``: every cluster of the fleet file in one exporter, each series
     labelled ``cluster="NAME"``; each cluster with its own store and metrics."""
     from ..backends.fleet_config import fleet_of_args
+    from ..backends.fleet_read import LazyCluster
     from ..backends.open import require_sandbox_file
     from ..telemetry.exporter import FleetExporter, parse_listen
     from ..telemetry.serving import serve as serve_scrapes
