@@ -267,3 +267,16 @@ def test_all_clusters_on_the_two_real_clusters_and_a_dead_one(kafka_broker, kafk
     assert {r["cluster"] for r in rows} == {"single", "triple"}
     assert "cluster dead: " in err and "cluster single" not in err
     assert took < 2 + 5  # the dead one is bounded by --timeout, the others answer at once
+
+
+def test_todays_single_settings_are_the_cluster_named_default(tmp_path, monkeypatch):
+    path = sandbox_with(tmp_path / "one.sqlite", {ALICE: {"producer_byte_rate": 3e6}})
+    for name in ("QUOTA_CONFIG", "QUOTA_BOOTSTRAP_SERVERS", "QUOTA_CONNECTION_LABEL"):
+        monkeypatch.delenv(name, raising=False)
+    code, _, err = run("--cluster", "default", "--describe")
+    assert code == 2 and "unknown cluster 'default': no cluster is configured" in err
+    monkeypatch.setenv("QUOTA_SANDBOX", path)
+    code, out, err = run("--cluster", "default", "--describe", "--output", "json")
+    assert code == 0 and json.loads(out)[0]["quotas"] == {"producer_byte_rate": 3000000}
+    code, out, _ = run("--describe", "--all-clusters", "--output", "json")
+    assert code == 0 and [r["cluster"] for r in json.loads(out)] == ["default"]
