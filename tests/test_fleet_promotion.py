@@ -57,6 +57,7 @@ def test_a_pruned_promotion_makes_the_target_equal_the_source(fleet, tmp_path):
                "--against", "prod")[0] == 0
     records = AuditLog(tmp_path / "audit.jsonl").read()
     assert records and {r.cluster["name"] for r in records} == {"prod"}
+    assert {r.extra.get("promoted_from") for r in records} == {"staging"}
 
 
 def test_without_prune_the_target_keeps_what_the_source_lacks(fleet, tmp_path):
