@@ -370,7 +370,9 @@ def _apply(args: argparse.Namespace, out: TextIO, err: TextIO, read: list[bool])
                       f"{format_key_change(change.key, change.before, change.after)}\n")
         if len(drift) > 50:
             err.write(f"  … and {len(drift) - 50} more\n")
-        err.write(f"Make a new plan ({PROG} plan FILE {_where_flags(args)} --out "
+        desired = _promoted_from(doc).get("promoted_from")
+        desired = f"--from-cluster {desired}" if desired else "FILE"
+        err.write(f"Make a new plan ({PROG} plan {desired} {_where_flags(args)} --out "
                   f"{path}), check it, and apply that.\n")
         return FAILURE  # refused: a result of the drift check, not an error class
     return _report_apply(done, plan, args, audit, actor, out, err)
