@@ -12,6 +12,7 @@ from quota_core.keys import QUOTA_KEYS
 from quota_core.resolution import LADDER
 from ui.charts import (byte_rate_box, byte_rate_table_html, level_bar,
                        level_bars_html)
+from ui.fleet import CLUSTER_PARAM
 from ui.context import context
 from ui.text import code, md
 
@@ -131,6 +132,8 @@ def view() -> None:
             wanted[param] = value
     current = {k: (st.query_params.get_all(k) if k == "levels" else st.query_params[k])
                for k in st.query_params}
+    if CLUSTER_PARAM in current:  # the cluster shown stays in the address
+        wanted[CLUSTER_PARAM] = current[CLUSTER_PARAM]
     if current != wanted:
         st.query_params.from_dict(wanted)
     page = shown

@@ -19,6 +19,7 @@ from ui.live import feed
 from ui.render import traffic_rows
 from ui.spread import cluster_unread, preview_unread
 from ui.context import context, secrets_dict
+from ui.fleet_page import promotion_source, read_cluster_set
 from ui.sidebar import editing_gate, may_apply
 from ui.registry import registry
 from ui.text import code, md
@@ -37,25 +38,36 @@ fix = st.query_params.get("fix")  # a fix from the Health page (ui.health.fix_li
 if fix and ss.get("pl_fix_seen") != fix:
     ss["pl_text"], ss["pl_fix_seen"] = fix, fix
 
-# -- the desired file ---------------------------------------------------------------------------
-with st.container(border=True):
-    upload = st.file_uploader("Desired quota file (.yaml, .yml or .json)",
-                              type=["yaml", "yml", "json"], key="pl_upload")
-    st.text_area("…or paste it here", key="pl_text", height=160,
-                 placeholder="format: quota-console/1\nentries:\n- entity: {user: alice}\n"
-                             "  quotas: {producer_byte_rate: 2097152}")
-    st.toggle("Prune: also remove entries the file does not have", key="pl_prune",
-              help="Off: entries the file does not mention are listed as unmanaged and left "
-                   "as they are.")
-
-if upload is not None:
-    source, raw = upload.name, upload.getvalue()
+# -- the desired file (or, from the Drift page, another cluster's quota set) ------------------
+promotion = promotion_source(ctx)
+if promotion is not None:
+    with st.container(border=True):
+        st.markdown(f"**Promotion:** make **{md(ctx.cluster.display_name)}** "
+                    f"({code(ctx.cluster.name)}) hold exactly the quota set of "
+                    f"**{md(promotion.display_name)}** ({code(promotion.name)}), as read when "
+                    f"you press Plan. Entries {md(promotion.name)} does not have are removed "
+                    f"(prune), so the two sets are equal after the apply.")
+    source, raw = f"cluster {promotion.name}", b""
+    ss["pl_prune"] = True
 else:
-    source, raw = "pasted text", str(ss.get("pl_text") or "").encode("utf-8")
-if not raw.strip():
-    st.info("Upload or paste a quota file: `kafka-client-quotas --export yaml` (or Browse's "
-            "export) gives one to edit.")
-    st.stop()
+    with st.container(border=True):
+        upload = st.file_uploader("Desired quota file (.yaml, .yml or .json)",
+                                  type=["yaml", "yml", "json"], key="pl_upload")
+        st.text_area("…or paste it here", key="pl_text", height=160,
+                     placeholder="format: quota-console/1\nentries:\n- entity: {user: alice}\n"
+                                 "  quotas: {producer_byte_rate: 2097152}")
+        st.toggle("Prune: also remove entries the file does not have", key="pl_prune",
+                  help="Off: entries the file does not mention are listed as unmanaged and "
+                       "left as they are.")
+
+    if upload is not None:
+        source, raw = upload.name, upload.getvalue()
+    else:
+        source, raw = "pasted text", str(ss.get("pl_text") or "").encode("utf-8")
+    if not raw.strip():
+        st.info("Upload or paste a quota file: `kafka-client-quotas --export yaml` (or Browse's "
+                "export) gives one to edit.")
+        st.stop()
 # The plan is bound to the cluster it was made on: another cluster picked since is another key.
 key = (source, raw, bool(ss.get("pl_prune")), ctx.spec.location)
 
@@ -63,9 +75,11 @@ if st.button("Plan", key="pl_plan_btn", icon=":material/difference:"):
     ss.pop("pl_result", None)
     ss.pop("pl_conflict", None)
     try:
-        desired = read_quota_upload(raw, source)  # as lint, plan and --import read a file
+        desired = (read_cluster_set(promotion) if promotion is not None
+                   else read_quota_upload(raw, source))  # as lint, plan and --import read a file
         current = backend.describe()
-        plan = make_plan(current, desired, prune=bool(ss.get("pl_prune")))
+        plan = make_plan(current, desired, prune=bool(ss.get("pl_prune")),
+                         source=source if promotion is not None else None)
         live, _ = feed(secrets_dict())
         frame = live.latest() if live is not None else None
         series = list(frame.series) if frame is not None else None

@@ -20,7 +20,8 @@ from .identity import Identity, may_edit
 from .registry import Snapshot
 from .settings import AccessPolicy, ConnectionSpec
 
-__all__ = ["PageContext", "secrets_dict", "connected_cluster", "remember", "CTX_KEY"]
+__all__ = ["PageContext", "secrets_dict", "connected_cluster", "fleet_cluster", "remember",
+           "CTX_KEY"]
 
 
 @dataclass
@@ -35,6 +36,10 @@ class PageContext:
     identity: Identity
     audit: AuditLog
     all_specs: list[ConnectionSpec] = field(default_factory=list)
+    #: The configured fleet (quota_core.fleet.Fleet), None without a fleet file.
+    fleet: Any = None
+    #: The fleet's cluster this run shows (quota_core.fleet.ClusterConfig), or None.
+    cluster: Any = None
 
     @property
     def connected(self) -> bool:
@@ -81,6 +86,13 @@ def connected_cluster():
     described it (its brokers), or None; for fragments that rerun without the page."""
     ctx = st.session_state.get(CTX_KEY)
     return ctx.snapshot.info if ctx is not None and ctx.snapshot is not None else None
+
+
+def fleet_cluster():
+    """The fleet's cluster this session last showed (quota_core.fleet.ClusterConfig), or None
+    without a fleet file: whose metrics endpoints the live feed reads."""
+    ctx = st.session_state.get(CTX_KEY)
+    return ctx.cluster if ctx is not None else None
 
 
 def remember(ctx: PageContext) -> None:
