@@ -49,9 +49,18 @@ if ss.get("dr_b") not in names:
 if ss.get("dr_a") not in names:
     ss["dr_a"] = next(n for n in names if n != ss["dr_b"])
 labels = {c.name: c.display_name for c in fleet}
+
+
+def _follow(side: str) -> None:
+    """A pick changes the address too (the address wins on the next run)."""
+    qp[side] = ss[f"dr_{side}"]
+
+
 c1, c2 = st.columns(2)
-a = c1.selectbox("From (the tested set)", names, key="dr_a", format_func=labels.get)
-b = c2.selectbox("To (the cluster to change)", names, key="dr_b", format_func=labels.get)
+a = c1.selectbox("From (the tested set)", names, key="dr_a", format_func=labels.get,
+                 on_change=_follow, args=("a",))
+b = c2.selectbox("To (the cluster to change)", names, key="dr_b", format_func=labels.get,
+                 on_change=_follow, args=("b",))
 if qp.get("a") != a or qp.get("b") != b:
     qp["a"], qp["b"] = a, b
 if a == b:

@@ -53,10 +53,15 @@ class PageContext:
         now (quota_core.changes.audit.store_fields), else what :meth:`store` knows."""
         if self.backend is not None:
             try:
-                return store_fields(self.backend, self.spec.label if self.spec else None)
+                return self._named(store_fields(self.backend,
+                                                self.spec.label if self.spec else None))
             except QuotaError:  # unreadable now: the write itself will say why
                 pass
         return self.store()
+
+    def _named(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """With the fleet's name for the cluster (``"name"``), when it has one."""
+        return {**fields, "name": self.cluster.name} if self.cluster is not None else fields
 
     def store(self) -> dict[str, Any]:
         """The store shown, as an audit record names it, from the described snapshot (no
@@ -64,7 +69,7 @@ class PageContext:
         (quota_core.changes.audit.same_store)."""
         label = self.spec.label if self.spec else None
         if self.snapshot is not None:
-            return cluster_fields(self.snapshot.info, label)
+            return self._named(cluster_fields(self.snapshot.info, label))
         return {"kind": self.spec.kind if self.spec else None, "label": label,
                 "location": self.spec.location if self.spec else None, "cluster_id": None}
 
