@@ -196,3 +196,30 @@ def test_drift_and_plan_this_promotion(fleet):
     assert not at.exception, [e.value for e in at.exception]
     with SandboxBackend(fleet["clusters"]["prod"]["sandbox"]) as prod:
         assert prod.describe() == STAGING
+
+
+# -- make run ARGS="--fleet": the file it writes ------------------------------------------------
+def test_run_fleet_writes_a_fleet_file_the_console_reads(tmp_path):
+    import importlib.util
+
+    from quota_core.fleet import parse_fleet
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "run_dashboard.py"
+    spec = importlib.util.spec_from_file_location("run_dashboard_fleet", script)
+    rd = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rd)
+    runs = {"staging": ("Staging (1 broker)", rd.LocalRun(
+                "127.0.0.1:9092", ["http://127.0.0.1:9404/metrics"], tmp_path / "s.properties",
+                [1], None)),
+            "prod": ("Prod (3 brokers)", rd.LocalRun(
+                "127.0.0.1:9192,127.0.0.1:9193", [], tmp_path / "p.properties", [1, 2, 3], None))}
+    fleet = parse_fleet(rd.fleet_toml(runs), source="fleet-demo.toml", base_dir=str(tmp_path))
+    assert fleet.names() == ["staging", "prod"]
+    assert fleet.clusters["staging"].metrics == ("http://127.0.0.1:9404/metrics",)
+    assert fleet.clusters["prod"].command_config == str(tmp_path / "p.properties")
+    assert fleet.clusters["prod"].display_name == "Prod (3 brokers)"
+    # staging differs from prod in a few entries: something to show on Drift
+    from localkafka.demo import demo_quotas
+    from quota_core.drift import quota_drift
+
+    assert 3 <= len(quota_drift("staging", rd.staging_quotas(), "prod", demo_quotas())) <= 8
