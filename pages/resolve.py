@@ -6,6 +6,7 @@ a link to this page answers the question for whoever opens it.
 
 import os
 
+import pandas as pd
 import streamlit as st
 
 from quota_core import (estimate_throttle, explain_key, parse_quota_value, resolve,
@@ -95,9 +96,9 @@ def answer() -> None:
     st.session_state["rs_last"] = dict(query)
     if every and query:
         st.subheader("On every cluster")
-        st.dataframe(fleet_resolution(ctx.fleet, query, dict(os.environ), secrets_dict(),
-                                      fleet_timeout(dict(os.environ), secrets_dict())),
-                     hide_index=True, use_container_width=True, key="rs_fleet_rows")
+        fleet_rows = fleet_resolution(ctx.fleet, query, dict(os.environ), secrets_dict(),
+                                      fleet_timeout(dict(os.environ), secrets_dict()))
+        st.table(pd.DataFrame(fleet_rows).fillna("").style.hide(axis="index"))
         if ctx.cluster is not None:
             st.subheader(f"On {ctx.cluster.display_name}, in detail")
 

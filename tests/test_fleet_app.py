@@ -3,6 +3,7 @@ and ``?cluster=``, an unknown cluster, the Fleet page with a dead cluster, read-
 Resolve on every cluster, and Drift with its promotion into Plan."""
 from __future__ import annotations
 
+import os
 import socket
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from quota_core import Entity
 from quota_core.backends.sandbox import SandboxBackend
+from quota_core.changes.audit import AuditLog
 from quota_core.fleet import ClusterConfig
 from tests.app_steps import run_app, texts
 from ui.fleet import over_fleet, pick_cluster, unknown_cluster
@@ -135,16 +137,17 @@ def test_fleet_page_rows_with_a_dead_cluster(fleet):
     started = time.monotonic()
     at = run_app("pages/fleet.py", secrets=with_dead(fleet))
     assert time.monotonic() - started < 20
-    (table,) = at.dataframe
+    (table,) = at.table
     rows = {r["cluster"]: r for r in table.value.to_dict("records")}
     assert set(rows) == {"staging", "prod", "dead"}
     assert rows["staging"]["state"].startswith("reachable since ")
-    assert rows["staging"]["quota entries"] == 3 and rows["prod"]["quota entries"] == 2
+    assert rows["staging"]["quota entries"] == "3" and rows["prod"]["quota entries"] == "2"
+    assert rows["staging"]["brokers"] == "—" or rows["staging"]["brokers"].isdigit()
     assert rows["prod"]["read-only"] == "yes"
     assert rows["staging"]["throttled now"] == "unknown (no metrics configured)"
     assert rows["dead"]["state"].startswith("unreachable since ")
-    assert rows["dead"]["why"] and rows["dead"]["quota entries"] is None or \
-        rows["dead"]["quota entries"] != rows["dead"]["quota entries"]  # None or NaN
+    assert rows["dead"]["why"] and rows["dead"]["quota entries"] == "—"
+    assert rows["dead"]["throttled now"] == "—"
 
 
 # -- Resolve on every cluster ---------------------------------------------------------------------
@@ -152,7 +155,7 @@ def test_resolve_on_every_cluster(fleet):
     at = run_app("pages/resolve.py", secrets=fleet,
                  query={"cluster": "staging", "user": "alice", "client_id": "checkout-api",
                         "every": "1"})
-    (rows,) = [d for d in at.dataframe if "cluster" in d.value.columns]
+    (rows,) = [d for d in at.table if "cluster" in d.value.columns]
     by = {r["cluster"]: r for r in rows.value.to_dict("records")}
     assert by["staging"]["producer_byte_rate"] == "2 MiB/s — {user=alice} (level 5)" or \
         by["staging"]["producer_byte_rate"].startswith("2 MiB/s — {user=alice}")
@@ -196,6 +199,12 @@ def test_drift_and_plan_this_promotion(fleet):
     assert not at.exception, [e.value for e in at.exception]
     with SandboxBackend(fleet["clusters"]["prod"]["sandbox"]) as prod:
         assert prod.describe() == STAGING
+    # The audit records name the fleet's cluster; the Fleet page shows who changed it last.
+    records = AuditLog(os.environ["QUOTA_AUDIT_LOG"]).read()
+    assert {r.cluster.get("name") for r in records} == {"prod"}
+    at = run_app("pages/fleet.py", secrets=fleet)
+    rows = {r["cluster"]: r for r in at.table[0].value.to_dict("records")}
+    assert rows["prod"]["by"] == "jdoe" and rows["staging"]["by"] == "—"
 
 
 # -- make run ARGS="--fleet": the file it writes ------------------------------------------------

@@ -129,6 +129,10 @@ def over_fleet(clusters: list[ClusterConfig], work: Callable[[ClusterConfig], An
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+def _count(n: int | None) -> str:
+    return "—" if n is None else f"{n:,}"
+
+
 @dataclass(frozen=True)
 class FleetRow:
     """One row of the Fleet page: what one cluster answered (or why it did not)."""
@@ -153,8 +157,9 @@ class FleetRow:
         state = "reachable" if self.reachable else "unreachable"
         return {"cluster": self.name, "label": self.label, "where": self.location,
                 "state": f"{state} since {clock(self.since)}" if self.since else state,
-                "brokers": self.brokers, "quota entries": self.entries,
-                "throttled now": self.throttled, "lint errors": self.lint_errors,
+                "brokers": _count(self.brokers), "quota entries": _count(self.entries),
+                "throttled now": self.throttled if self.reachable else "—",
+                "lint errors": _count(self.lint_errors),
                 "last change": self.last_change or "—", "by": self.last_by or "—",
                 "read-only": "yes" if self.read_only else "",
                 "why": self.error or ""}

@@ -160,8 +160,8 @@ def fleet_table_rows(fleet: Fleet, ctx, env, secrets, timeout_s: float) -> Itera
 
 def _pending(cluster: ClusterConfig) -> dict[str, Any]:
     return {"cluster": cluster.name, "label": cluster.display_name,
-            "where": cluster.location, "state": "checking…", "brokers": None,
-            "quota entries": None, "throttled now": "", "lint errors": None,
+            "where": cluster.location, "state": "checking…", "brokers": "",
+            "quota entries": "", "throttled now": "", "lint errors": "",
             "last change": "", "by": "", "read-only": "yes" if cluster.read_only else "",
             "why": ""}
 
@@ -179,11 +179,8 @@ def render_rows(slot, fleet: Fleet, rows: dict[str, FleetRow]) -> None:
                  "background-color: #e6f4ea" if state.startswith("reachable") else "")
         return [color if col == "state" else "" for col in row.index]
 
-    slot.dataframe(frame.style.apply(tone, axis=1), hide_index=True, use_container_width=True,
-                   column_config={
-                       "brokers": st.column_config.NumberColumn(format="%d"),
-                       "quota entries": st.column_config.NumberColumn(format="%d"),
-                       "lint errors": st.column_config.NumberColumn(format="%d")})
+    # A static table (a fleet is tens of rows): readable at a glance, and its text is text.
+    slot.table(frame.style.apply(tone, axis=1).hide(axis="index"))
 
 
 #: Clusters that just failed to answer: a keystroke on Resolve does not wait for them again.
