@@ -6,6 +6,7 @@ The address holds the pair (``?a=staging&b=prod``), so a link opens the same com
 """
 import os
 
+import pandas as pd
 import streamlit as st
 
 from quota_core.drift import quota_drift
@@ -106,9 +107,12 @@ def _what(values):
 
 
 st.subheader(f"{len(rows):,} difference{'s' if len(rows) != 1 else ''}")
-st.dataframe([{"entity": r.entity.display(), "key": r.key, a: _cell(r.key, r.values[a]),
-               b: _cell(r.key, r.values[b]), "": _what(r.values)} for r in rows[:5000]],
-             hide_index=True, use_container_width=True, key="dr_rows")
+shown = [{"entity": r.entity.display(), "key": r.key, a: _cell(r.key, r.values[a]),
+          b: _cell(r.key, r.values[b]), "": _what(r.values)} for r in rows[:5000]]
+if len(shown) <= 200:  # a static table reads at a glance (and its text is text)
+    st.table(pd.DataFrame(shown).style.hide(axis="index"))
+else:
+    st.dataframe(shown, hide_index=True, use_container_width=True, key="dr_rows")
 if len(rows) > 5000:
     st.caption(f"The first 5,000 of {len(rows):,} shown.")
 

@@ -19,13 +19,13 @@ from ui.live import feed
 from ui.render import traffic_rows
 from ui.spread import cluster_unread, preview_unread
 from ui.context import context, secrets_dict
-from ui.fleet_page import promotion_source, read_cluster_set
+from ui.fleet_page import PROMOTE_PARAM, promotion_source, read_cluster_set
 from ui.sidebar import editing_gate, may_apply
 from ui.registry import registry
 from ui.text import code, md
 
 ctx = context()
-st.title("Plan from a file")
+st.title("Plan a promotion" if st.query_params.get(PROMOTE_PARAM) else "Plan from a file")
 # A plan only reads: the editor's name is asked for where it is applied.
 editing_gate(ctx, sign_in_key="sign_in_plan", to_read=True)
 st.caption(f"Compare a desired quota set (an `--export` file, edited) with "

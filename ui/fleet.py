@@ -155,7 +155,8 @@ class FleetRow:
 
     def as_dict(self) -> dict[str, Any]:
         state = "reachable" if self.reachable else "unreachable"
-        return {"cluster": self.name, "label": self.label, "where": self.location,
+        return {"cluster": self.name, "label": self.label,
+                "where": ", ".join(self.location.split(",")),
                 "state": f"{state} since {clock(self.since)}" if self.since else state,
                 "brokers": _count(self.brokers), "quota entries": _count(self.entries),
                 "throttled now": self.throttled if self.reachable else "—",
@@ -250,5 +251,5 @@ def winner_text(kr) -> str:
     from quota_core.units import format_quota
 
     if kr.source is None:
-        return f"{format_quota(kr.key, kr.value)} — no entry sets it"
+        return f"{format_quota(kr.key, kr.value)} (no entry)"
     return f"{format_quota(kr.key, kr.value)} — {kr.source.display()} (level {kr.level})"

@@ -160,7 +160,7 @@ def fleet_table_rows(fleet: Fleet, ctx, env, secrets, timeout_s: float) -> Itera
 
 def _pending(cluster: ClusterConfig) -> dict[str, Any]:
     return {"cluster": cluster.name, "label": cluster.display_name,
-            "where": cluster.location, "state": "checking…", "brokers": "",
+            "where": ", ".join(cluster.location.split(",")), "state": "checking…", "brokers": "",
             "quota entries": "", "throttled now": "", "lint errors": "",
             "last change": "", "by": "", "read-only": "yes" if cluster.read_only else "",
             "why": ""}
