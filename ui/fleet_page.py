@@ -103,6 +103,10 @@ def _feed(cluster: ClusterConfig, snap):
     return feed_for(text) if text else None
 
 
+#: Lint errors per cluster and described set: (name, id, loaded_at) -> count.
+_LINTED: dict[tuple, int] = {}
+
+
 def fleet_table_rows(fleet: Fleet, ctx, env, secrets, timeout_s: float) -> Iterator[FleetRow]:
     """The Fleet page's rows, as the clusters answer."""
     from quota_core.lint import LintInput, LintOptions, protected_from_config, run_lint
@@ -131,10 +135,20 @@ def fleet_table_rows(fleet: Fleet, ctx, env, secrets, timeout_s: float) -> Itera
                 return logs[self.path]
 
     def lint(cluster, snap, backend) -> int:
+        # Once per described set (the brokers' settings are cached a minute on their own).
+        key = (cluster.name, id(snap), snap.loaded_at)
+        hit = _LINTED.get(key)
+        if hit is not None:
+            return hit
         report = run_lint(LintInput(snap.quotas, cluster.display_name,
                                     cluster_settings(backend), protected, None, None,
                                     LintOptions()))
-        return sum(1 for f in report.findings if f.severity == "error")
+        errors = sum(1 for f in report.findings if f.severity == "error")
+        with lock:
+            for old in [k for k in _LINTED if k[0] == cluster.name]:
+                _LINTED.pop(old, None)
+            _LINTED[key] = errors
+        return errors
 
     snaps: dict[str, Any] = {}
 
