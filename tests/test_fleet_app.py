@@ -232,3 +232,11 @@ def test_run_fleet_writes_a_fleet_file_the_console_reads(tmp_path):
     from quota_core.drift import quota_drift
 
     assert 3 <= len(quota_drift("staging", rd.staging_quotas(), "prod", demo_quotas())) <= 8
+
+
+def test_throttled_now_reads_the_picked_clusters_metrics_only(fleet, monkeypatch):
+    # console-wide endpoints are not the fleet cluster's: it has none of its own
+    monkeypatch.setenv("QUOTA_METRICS", "http://127.0.0.1:9/metrics")
+    at = run_app("pages/throttled.py", secrets=fleet, query={"cluster": "staging"})
+    assert any("Cluster 'staging' has no metrics endpoints" in t for t in texts(at.info)), \
+        texts(at.info)

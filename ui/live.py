@@ -22,7 +22,7 @@ from quota_core.errors import QuotaError
 
 from .settings import metrics_endpoints, metrics_template
 
-__all__ = ["LiveFeed", "feed", "feed_for", "Frame", "Down", "endpoint_name", "usage_rows", "held_rows",
+__all__ = ["LiveFeed", "feed", "feed_for", "fleet_metrics_hint", "Frame", "Down", "endpoint_name", "usage_rows", "held_rows",
            "frame_unread",
            "ended_ago"]
 
@@ -121,6 +121,19 @@ class LiveFeed:
     def history(self) -> list[Frame]:
         with self._lock:
             return list(self.frames)
+
+
+def fleet_metrics_hint() -> str | None:
+    """Where a fleet's cluster gets its metrics endpoints (None outside a fleet file): what
+    a page without live figures says instead of the console-wide settings."""
+    from .page_context import fleet_cluster
+
+    chosen = fleet_cluster()
+    if chosen is None:
+        return None
+    return (f"Cluster {chosen.name!r} has no metrics endpoints: add `metrics = [\"URL\", …]` "
+            f"(or `metrics_template`) to its `[clusters.{chosen.name}]` table in the fleet's "
+            f"configuration to see live figures here.")
 
 
 def feed_for(endpoints_text: str) -> LiveFeed:

@@ -22,7 +22,7 @@ from quota_core.throttle import DEFAULT_WINDOW
 from quota_core.verdict import tags_entity
 
 from .charts import rate_vs_quota
-from .live import feed, frame_unread, held_rows
+from .live import feed, fleet_metrics_hint, frame_unread, held_rows
 from .spread import show_spreads
 from .page_context import connected_cluster, secrets_dict
 from .coverage import unwatched_warnings
@@ -39,6 +39,9 @@ def live_panel(resolution: Resolution, keys: list[str], quotas, window=DEFAULT_W
     st.subheader("Live: what the brokers measure")
     if problem:
         st.error(problem, icon=":material/error:")
+        return
+    if live is None and fleet_metrics_hint():
+        st.caption(md(fleet_metrics_hint()) + " Until then, estimate by hand below.")
         return
     if live is None:
         st.caption("Configure the brokers' metrics endpoints (`QUOTA_METRICS` or `[metrics] "
