@@ -33,8 +33,10 @@ Everything the library, the CLI, the pages and the backends raise on purpose der
     │   │                        this principal may not take it: nothing written
     │   └── WriteConflict        applied, but the read-back shows another writer's values
     ├── ConcurrentChange         an entity changed between reading and writing it
-    └── PlanRefused              a plan made on another cluster, or whose signature does not
-                                 verify: nothing applied
+    ├── PlanRefused              a plan made on another cluster, or whose signature does not
+    │                            verify: nothing applied
+    └── ReadOnlyCluster          a write to a cluster the fleet file marks read_only: nothing
+                                 written
 
 (``pipeline.errors.PipelineError``, the Spark job's, derives from QuotaError too.)
 
@@ -70,6 +72,7 @@ __all__ = [
     "WriteConflict",
     "ConcurrentChange",
     "PlanRefused",
+    "ReadOnlyCluster",
     "Problem",
 ]
 
@@ -222,6 +225,11 @@ class WriteConflict(BackendError):
 class PlanRefused(QuotaError):
     """A plan that must not be applied here: made on another cluster, or its signature (HMAC
     with the configured plan key) does not verify."""
+
+
+class ReadOnlyCluster(QuotaError):
+    """A write to a cluster whose fleet entry says ``read_only = true`` (issue 29): refused
+    before anything is sent or recorded (exit 1). ``context`` carries the ``cluster``."""
 
 
 class Problem:

@@ -95,6 +95,8 @@ class ClusterConfig:
     label: str | None = None
     history_dir: str | None = None
     audit_log: str | None = None
+    #: Where this cluster is configured (the fleet's source), for messages.
+    source: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.properties, _Hidden):
@@ -156,13 +158,18 @@ class Fleet:
             if len(self.clusters) == 1:
                 return next(iter(self.clusters.values()))
             if not self.clusters:
-                raise UsageError(f"No cluster is configured in {self.source}. Add a "
-                                 f"[clusters.NAME] table with bootstrap_servers or sandbox.")
+                raise UsageError(f"No cluster is configured ({self.source}): give a fleet "
+                                 f"file (--config PATH, or QUOTA_CONFIG) with [clusters.NAME] "
+                                 f"tables.")
             raise UsageError(f"{self.source} names {len(self.clusters)} clusters: pick one "
                              f"with --cluster NAME (known: {known}), or use --all-clusters "
                              f"where the command allows it.")
         if name in self.clusters:
             return self.clusters[name]
+        if not self.clusters:
+            raise UsageError(f"unknown cluster '{name}': no cluster is configured "
+                             f"({self.source}). Give a fleet file (--config PATH, or "
+                             f"QUOTA_CONFIG) with a [clusters.{name}] table.")
         close = difflib.get_close_matches(name, list(self.clusters), n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         raise UsageError(f"unknown cluster '{name}'; known: {known} (in {self.source}).{hint}")
@@ -317,6 +324,7 @@ def _cluster(ctx: _Ctx, name: Any, table: Any, base_dir: str) -> ClusterConfig:
         history_dir=_path(_string(ctx, name, "history_dir", table.get("history_dir")),
                           base_dir),
         audit_log=_path(_string(ctx, name, "audit_log", table.get("audit_log")), base_dir),
+        source=ctx.source,
     )
 
 
@@ -430,5 +438,5 @@ def fleet_of_one(env: Mapping[str, str], secrets: Mapping[str, Any] | None = Non
         metrics_template=str(template).strip() or None if template else None,
         read_only=read_only, editors=editors, label=given_label or default_label,
         history_dir=str(history) if history else None,
-        audit_log=str(audit) if audit else None, **conn)
+        audit_log=str(audit) if audit else None, source=source, **conn)
     return Fleet({name: cluster}, source)

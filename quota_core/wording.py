@@ -22,7 +22,7 @@ from .keys import QUOTA_KEYS, format_value
 from .units import format_quota, format_rate
 
 __all__ = ["plural", "verb", "against", "inherited", "inherited_short", "entry_clients",
-           "quota_changed", "clients_moved", "quota_before"]
+           "quota_changed", "clients_moved", "quota_before", "read_only_refused"]
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -125,3 +125,10 @@ def clients_moved(n: int, checked: int, kind: str = "known client") -> str:
     bold around the count; no name in it)."""
     return (f"**{plural(n, kind)}** {verb(n, 'gets', 'get')} a different effective quota "
             f"(of {checked:,} checked):")
+
+
+def read_only_refused(cluster: str, source: str) -> str:
+    """A write refused on a read-only cluster of the fleet: one line naming it and where
+    that is set (issue 29)."""
+    return (f"cluster {cluster!r} is read-only (read_only = true in {source}): nothing was "
+            f"written. Change it on a cluster that allows writes, or set read_only = false.")

@@ -499,8 +499,9 @@ def test_configs_help_is_kafka_configs_help(argv):
     table = help_text().splitlines()
     assert table[0].split() == ["Option", "Description"] and len(table) == 239
     listed = [line.split()[0][2:] for line in table[2:] if line.startswith("--")]
-    # the options the help lists are the ones this dialect parses (and --sandbox, ours)
-    assert sorted(listed) == sorted((_WITH_ARG | _FLAGS) - {"sandbox"})
+    # the options the help lists are the ones this dialect parses (and --sandbox, --config,
+    # --cluster: ours)
+    assert sorted(listed) == sorted((_WITH_ARG | _FLAGS) - {"sandbox", "config", "cluster"})
     assert "--add-config-file <String>" in help_text() and "--sandbox" not in help_text()
 
 

@@ -15,12 +15,16 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..errors import UnreadableFile
-from ..fleet import ClusterConfig, Fleet, fleet_from_mapping, fleet_of_one, parse_fleet
+import argparse
+
+from ..errors import UnreadableFile, UsageError
+from ..fleet import (ClusterConfig, Fleet, fleet_from_mapping, fleet_of_one, parse_fleet,
+                     valid_name)
 from .base import QuotaBackend
+from .open import open_cluster
 
 __all__ = ["load_fleet", "read_fleet_file", "open_cluster_backend", "CONFIG_ENV",
-           "MAX_CONFIG_BYTES"]
+           "MAX_CONFIG_BYTES", "select_cluster", "fleet_of_args", "valid_cluster_name"]
 
 #: The environment variable naming the fleet file.
 CONFIG_ENV = "QUOTA_CONFIG"
@@ -69,24 +73,64 @@ def open_cluster_backend(cluster: ClusterConfig, *, timeout_s: float | None = No
                          progress: Callable[[str], None] | None = None) -> QuotaBackend:
     """The backend of one cluster of the fleet: its sandbox, or its Kafka cluster with its
     command-config file or inline properties."""
-    from .open import open_backend
+    return open_cluster(cluster, timeout_s=timeout_s, progress=progress)
 
-    props = dict(cluster.properties)
-    if cluster.command_config and props and not cluster.sandbox:
-        # both: the file's properties, then the inline ones over them
-        from .files import PROPERTIES_LIMIT, read_bytes_file
-        from .kafka_config import property_lines
-        from ..errors import UnreadableConfig
 
-        raw = read_bytes_file(Path(cluster.command_config), "command_config file",
-                              PROPERTIES_LIMIT, UnreadableConfig)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            text = raw.decode("latin-1")
-        props = {**{k: v for _n, k, v in property_lines(text)}, **props}
-        return open_backend(None, cluster.bootstrap_servers, None, client_properties=props,
-                            timeout_s=timeout_s, progress=progress)
-    return open_backend(cluster.sandbox, cluster.bootstrap_servers, cluster.command_config,
-                        client_properties=props or None, timeout_s=timeout_s,
-                        progress=progress)
+def fleet_of_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Fleet:
+    """The fleet the flags name: ``--config``, else ``$QUOTA_CONFIG``, else today's
+    ``QUOTA_*`` settings as a fleet of one (a fleet already read rides on ``args._fleet``)."""
+    fleet = getattr(args, "_fleet", None)
+    if fleet is None:
+        fleet = load_fleet(getattr(args, "config", None), os.environ if env is None else env)
+        args._fleet = fleet
+    return fleet
+
+
+def select_cluster(args: argparse.Namespace, env: Mapping[str, str] | None = None, *,
+                   metrics: bool = False) -> ClusterConfig | None:
+    """Fill the store flags from the fleet: with ``--cluster NAME``, ``--config PATH``, or
+    ``$QUOTA_CONFIG`` (when neither ``--bootstrap-server`` nor ``--sandbox`` is given), the
+    chosen cluster's bootstrap servers or sandbox, its command config, and with ``metrics``
+    its ``metrics`` / ``metrics_template`` where those flags were not given. The cluster
+    rides on ``args.fleet_cluster`` (:func:`open_backend_from` opens it, properties and
+    all). None, and nothing changed, when no fleet is in play.
+
+    ``--cluster`` or ``--config`` with ``--bootstrap-server`` / ``--sandbox`` /
+    ``--command-config`` is a usage error."""
+    env = os.environ if env is None else env
+    if getattr(args, "fleet_cluster", None) is not None:
+        return args.fleet_cluster
+    name, config = getattr(args, "cluster", None), getattr(args, "config", None)
+    direct = [flag for flag, value in (("--bootstrap-server", args.bootstrap_server),
+                                       ("--sandbox", args.sandbox),
+                                       ("--command-config", args.command_config)) if value]
+    if name is not None or config:
+        if direct:
+            which = "--cluster" if name is not None else "--config"
+            raise UsageError(f"{which} and {direct[0]} both say where the quotas live: give "
+                             f"one. A cluster of the fleet file has its own store and client "
+                             f"settings.")
+    elif direct or not env.get("QUOTA_CONFIG"):
+        return None  # today's flags, or nothing (the command says what is missing)
+    if name is not None and not valid_cluster_name(name):
+        raise UsageError(f"--cluster {name!r}: a cluster name is letters, digits, '_', '.' "
+                         f"and '-', starting with a letter or digit.")
+    cluster = fleet_of_args(args, env).select(name)
+    args.fleet_cluster = cluster
+    args.bootstrap_server = cluster.bootstrap_servers
+    args.sandbox = cluster.sandbox
+    args.command_config = cluster.command_config
+    if metrics and hasattr(args, "metrics"):
+        explicit = args.metrics or getattr(args, "metrics_template", None)
+        if not explicit:
+            if cluster.metrics:
+                args.metrics = cluster.metrics_arg
+            elif cluster.metrics_template and hasattr(args, "metrics_template"):
+                args.metrics_template = cluster.metrics_template
+    return cluster
+
+
+def valid_cluster_name(name: str) -> bool:
+    return valid_name(name)
+
+

@@ -14,7 +14,7 @@ entities (issue 32).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from ..alterations import AlterOutcome, Alteration, EntityResult, apply_ops
 from .audit import AuditLog, AuditRecord, new_record, outcome_record
@@ -22,12 +22,16 @@ from .progress import ApplyProgress
 from ..backends.base import QuotaBackend, checked_alter
 from ..entities import Entity
 from ..validation import validate_alterations
-from ..errors import BackendError, ConcurrentChange, OutcomeUnknown, QuotaError, WriteConflict
+from ..errors import (BackendError, ConcurrentChange, OutcomeUnknown, QuotaError,
+                      ReadOnlyCluster, WriteConflict)
 from ..keys import json_number, same_value
 from ..limits import PER_ENTITY_READS
 from ..live import TrafficChange, traffic_impact
 from ..impact import (ClientChange, KeyChange, apply_alteration, client_impact, entity_diff,
                       ensure_unchanged, ip_impact)
+
+if TYPE_CHECKING:
+    from ..fleet import ClusterConfig
 
 #: How much longer a guarded write may take per 1,000 entities than its fixed part (the
 #: lease, a describe, one request): the guard read, the intents, the alter and the read-back
@@ -37,7 +41,7 @@ from ..impact import (ClientChange, KeyChange, apply_alteration, client_impact, 
 LEASE_S_PER_1000 = 1.0
 
 __all__ = ["Preview", "Applied", "AppliedSet", "preview", "apply_change", "apply_changes",
-           "conflict_message", "read_back_set"]
+           "conflict_message", "read_back_set", "refuse_read_only"]
 
 
 @dataclass(frozen=True)
@@ -227,13 +231,25 @@ def _stopped_outcomes(exc: BaseException, intents: Mapping[Entity, AuditRecord],
         f"asked for: describe the entity to see")) for e, i in intents.items()]
 
 
+def refuse_read_only(target: "ClusterConfig | None") -> None:
+    """Every write to a cluster of the fleet goes through here first: a ``read_only = true``
+    cluster is refused with one line naming it (exit 1), before anything is sent or
+    recorded."""
+    if target is not None and target.read_only:
+        from ..wording import read_only_refused
+
+        raise ReadOnlyCluster(read_only_refused(target.name, target.source or "the fleet file"),
+                              cluster=target.name)
+
+
 def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
                   loaded: Mapping[Entity, Mapping[str, float]], *, actor: str,
                   cluster: Mapping[str, object], audit: AuditLog, action: str = "alter",
                   extra: Mapping | None = None, lease_wait_s: float | None = None,
                   precheck: Callable[[QuotaBackend], None] | None = None,
                   validate: bool = True,
-                  progress: Callable[[str], None] | None = None) -> AppliedSet:
+                  progress: Callable[[str], None] | None = None,
+                  target: "ClusterConfig | None" = None) -> AppliedSet:
     """Apply each alteration if its entity still holds what ``loaded`` says (an entity
     missing from ``loaded`` must not exist); each entity is all-or-nothing.
 
@@ -255,7 +271,14 @@ def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
     line, however the step ends (an exception names it; only a killed process leaves an
     intent open, read as "the writer stopped"). ``progress`` gets a line per step (and every
     few seconds while one lasts) for an apply of many entities
-    (:class:`~quota_core.changes.progress.ApplyProgress`)."""
+    (:class:`~quota_core.changes.progress.ApplyProgress`).
+
+    ``target``: the cluster of the fleet being written (issue 29). A ``read_only`` one is
+    refused first (:class:`~quota_core.errors.ReadOnlyCluster`: nothing sent, nothing
+    recorded), and its name is recorded as ``cluster.name`` in every audit line."""
+    refuse_read_only(target)
+    if target is not None:
+        cluster = {"name": target.name, **cluster}
     audit.ensure_writable()
     if validate:
         validate_alterations(alterations)

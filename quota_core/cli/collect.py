@@ -18,7 +18,8 @@ import threading
 from typing import TextIO
 
 from ..telemetry.collector import Collector, parse_endpoints
-from ..backends.open import NumberAction, open_backend
+from ..backends.fleet_config import select_cluster
+from ..backends.open import NumberAction, add_fleet_arguments, open_backend_from
 from ..errors import ParseError
 from .edge import one_line, run_command
 from .signals import restore_signals, stop_on_signals
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "are snapshot (and, with --to kafka:TOPIC, where the topic lives)")
     p.add_argument("--command-config", metavar="FILE", help="Kafka client properties")
     p.add_argument("--sandbox", metavar="PATH", help="snapshot a sandbox file's quotas instead")
+    add_fleet_arguments(p)
     p.add_argument("--to", required=True, metavar="DIR|kafka:TOPIC",
                    help="a folder (Parquet, partitioned by date) or a Kafka topic")
     p.add_argument("--every", type=float, action=NumberAction, default=10.0, metavar="SECONDS",
@@ -56,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check(args: argparse.Namespace) -> None:
+    select_cluster(args, metrics=True)  # --cluster NAME: its store and its metrics
     if bool(args.metrics) == bool(args.metrics_template):
         raise ParseError("Say which endpoints to scrape: --metrics URL[,URL...] or "
                          "--metrics-template TEMPLATE (one of them).")
@@ -117,8 +120,7 @@ def _run(args, err: TextIO) -> int:
                     log(f"collect: {redirect_note(url, final)}")
             return scrape_once(url, broker, timeout=timeout, on_redirect=note)
 
-        with open_backend(args.sandbox, args.bootstrap_server, args.command_config,
-                          timeout_s=args.timeout) as backend, contextlib.ExitStack() as stack:
+        with open_backend_from(args) as backend, contextlib.ExitStack() as stack:
             client_conf = None
             if args.to.startswith("kafka:") and args.command_config:
                 from ..backends.kafka_config import load_command_config
@@ -132,9 +134,7 @@ def _run(args, err: TextIO) -> int:
                 from ..telemetry.exporter import parse_listen
                 from .serve_metrics import start
 
-                served = stack.enter_context(open_backend(
-                    args.sandbox, args.bootstrap_server, args.command_config,
-                    timeout_s=args.timeout))
+                served = stack.enter_context(open_backend_from(args))
                 host, port = parse_listen(args.serve, "--serve")
                 server = start(served, args, host, port, log, args.timeout)
                 stack.callback(server.server_close)

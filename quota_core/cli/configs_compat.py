@@ -42,7 +42,7 @@ from ..alterations import Alteration, Op
 from ..changes.audit import AuditLog, default_audit_path, os_user, store_fields
 from .output import says_where_audited
 from ..backends.base import QuotaBackend
-from ..backends.open import open_backend
+
 from ..entities import CLIENT_ID, IP, USER, Entity
 from ..errors import QuotaError, UnreadableFile
 from ..filters import EntityFilter, FilterComponent
@@ -66,7 +66,8 @@ KAFKA_VERSION = "4.3.1"
 
 _WITH_ARG = {"bootstrap-server", "bootstrap-controller", "command-config", "entity-type",
              "entity-name", "add-config", "add-config-file", "delete-config", "topic", "client",
-             "user", "broker", "broker-logger", "ip", "group", "client-metrics", "sandbox"}
+             "user", "broker", "broker-logger", "ip", "group", "client-metrics", "sandbox",
+             "config", "cluster"}
 _FLAGS = {"help", "version", "alter", "describe", "all", "entity-default", "client-defaults",
           "user-defaults", "broker-defaults", "ip-defaults"}
 _ENTITY_FLAGS = (("topic", "topics"), ("client", "clients"), ("user", "users"),
@@ -244,7 +245,7 @@ def check_args(opts: Options, resolvable: Callable[[str], bool] = _ip_entity_ok)
     if extra:
         raise _fail(f"Duplicate entity type(s) specified: {','.join(extra)}")
     if not (opts.has("bootstrap-server") or opts.has("bootstrap-controller")
-            or opts.has("sandbox")):
+            or opts.has("sandbox") or opts.has("cluster") or opts.has("config")):
         raise _fail("Either --bootstrap-server or --bootstrap-controller must be specified.")
     for t in types:
         if t not in _ALLOWED_TYPES:
@@ -410,6 +411,9 @@ def _alter(backend: Callable[[], QuotaBackend], opts: Options, types: list[str],
         err.write(f"{PROG}: note: nothing was changed: --add-config/--delete-config name no "
                   f"key (kafka-configs.sh reports this as done).\n")
         return
+    from ..changes.workflow import refuse_read_only
+
+    refuse_read_only(_target(opts))  # a read_only cluster of the fleet: before connecting
     store = backend()
     components = _components(types, names)
     old = next(iter(store.describe(EntityFilter.contains_only(components)).values()), {})
@@ -435,10 +439,11 @@ def _alter(backend: Callable[[], QuotaBackend], opts: Options, types: list[str],
     # (fsynced) before anything is sent. kafka-configs.sh has no --actor: the OS user.
     from ..changes.workflow import apply_changes, conflict_message  # describe starts faster without it
 
-    audit = AuditLog(default_audit_path(os.environ))
+    target = _target(opts)
+    audit = AuditLog((target and target.audit_log) or default_audit_path(os.environ))
     with says_where_audited(audit, err):  # at a terminal only: scripts see ConfigCommand's text
         done = apply_changes(store, [alteration], {entity: old}, actor=os_user(),
-                             cluster=store_fields(store), audit=audit,
+                             cluster=store_fields(store), audit=audit, target=target,
                              extra={"via": "kafka-configs.sh command line"},
                              lease_wait_s=LEASE_WAIT_S, validate=False)
     for result in done.refused:
@@ -448,6 +453,35 @@ def _alter(backend: Callable[[], QuotaBackend], opts: Options, types: list[str],
     if done.audit_error is not None:
         raise _ours(f"the change of {_entity_text(entity)} was applied, but the audit log "
                     f"could not be written: {done.audit_error}")
+
+
+# -- the fleet (issue 29): --config PATH / --cluster NAME --------------------------------------
+def _where(opts: Options):
+    """The store flags as the fleet's :func:`select_cluster` reads them, filled in from the
+    cluster ``--cluster NAME`` (or ``--config``) names."""
+    import argparse
+
+    from ..backends.fleet_config import select_cluster
+
+    ns = argparse.Namespace(config=opts.value_of("config"), cluster=opts.value_of("cluster"),
+                            bootstrap_server=opts.value_of("bootstrap-server"),
+                            sandbox=opts.value_of("sandbox"),
+                            command_config=opts.value_of("command-config"), timeout=30.0)
+    select_cluster(ns)
+    return ns
+
+
+def _target(opts: Options):
+    """The cluster of the fleet this command writes to, or None."""
+    if not (opts.has("cluster") or opts.has("config")):
+        return None
+    return getattr(_where(opts), "fleet_cluster", None)
+
+
+def _open(opts: Options) -> QuotaBackend:
+    from ..backends.open import open_backend_from
+
+    return open_backend_from(_where(opts))
 
 
 # -- the command -----------------------------------------------------------------------------
@@ -486,9 +520,7 @@ def main(argv: Sequence[str], out: TextIO, err: TextIO,
 
     def backend() -> QuotaBackend:
         if not opened:
-            factory = backend_factory or (lambda o: open_backend(
-                o.value_of("sandbox"), o.value_of("bootstrap-server"),
-                o.value_of("command-config"), timeout_s=30.0))
+            factory = backend_factory or _open
             opened.append(factory(opts))
         return opened[0]
 

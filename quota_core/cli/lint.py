@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import TextIO
 
+from ..backends.fleet_config import fleet_of_args, select_cluster
 from ..backends.open import add_backend_arguments, open_backend_from
 from ..brokers import ClusterSettings, read_settings
 from ..errors import UsageError
@@ -44,7 +45,8 @@ def lint_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE", nargs="?",
                    help="a desired quota file (any format `plan` reads), linted without a "
                         "cluster")
-    add_backend_arguments(p)
+    add_backend_arguments(p, all_clusters="lint every cluster of the fleet file at once "
+                                          "(findings carry \"cluster\")")
     p.add_argument("--history", metavar="DIR",
                    help="the collector's usage history (DIR/usage, DIR/quotas) for the "
                         "traffic rules; alone, its newest quota snapshot is linted")
@@ -79,6 +81,8 @@ def _input(args: argparse.Namespace) -> LintInput:
     from ..backends.files import read_quota_path
 
     options = _options(args)
+    if args.cluster is not None or args.config or not (args.file or args.history):
+        select_cluster(args)  # --cluster NAME (or the one cluster of $QUOTA_CONFIG)
     where = bool(args.sandbox or args.bootstrap_server)
     if args.file and where:
         raise UsageError("Lint a FILE or a cluster/sandbox, not both: a file is linted without "
@@ -145,6 +149,8 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
 
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.all_clusters:
+        return _run_all(args, out, err)
     report = run_lint(_input(args))
     if args.output == "json":
         out.write(json.dumps([f.as_dict() for f in report.findings], ensure_ascii=False,
@@ -154,3 +160,28 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     err.write(summary(report))
     failing = [f for f in report.findings if severity_at_least(f.severity, args.fail_on)]
     return LINT_FINDINGS if failing else LINT_CLEAN
+
+
+def _run_all(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``lint --all-clusters``: every cluster of the fleet, concurrently; 1 when a cluster
+    could not be read, else 2 when any has findings at or above --fail-on, else 0."""
+    from .fleet_run import cluster_args, finish, run_each
+
+    for flag, value in (("FILE", args.file), ("--cluster", args.cluster),
+                        ("--bootstrap-server", args.bootstrap_server),
+                        ("--sandbox", args.sandbox), ("--command-config", args.command_config),
+                        ("--history", args.history)):
+        if value:
+            raise UsageError(f"--all-clusters lints every cluster of the fleet file: drop "
+                             f"{flag} (or name one cluster with --cluster NAME).")
+    fleet = fleet_of_args(args)
+    fleet.select(fleet.names()[0] if len(fleet) else None)  # no cluster: a usage error
+    say = one_line(PROG, error_for=(UsageError,))
+
+    def one(cluster, cout: TextIO, cerr: TextIO) -> int:
+        return run_command("lint", lambda: _run(cluster_args(args, fleet, cluster), cout, cerr),
+                           cerr, say)
+
+    return finish(run_each(fleet, one, PROG), args.output, out, err, PROG, ok=(0, 2),
+                  result=lambda codes: LINT_FINDINGS if LINT_FINDINGS in codes else LINT_CLEAN,
+                  usage=None)

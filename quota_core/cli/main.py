@@ -26,6 +26,7 @@ from typing import Sequence, TextIO
 from . import output
 from ..alterations import Alteration, Op
 from ..backends.base import QuotaBackend
+from ..backends.fleet_config import fleet_of_args, select_cluster
 from ..backends.open import add_backend_arguments, open_backend_from
 from ..entities import CLIENT_ID, ENTITY_TYPES, IP, USER, Entity, _is_utf8_text
 from ..errors import (AlterationError, OutcomeUnknown, ParseError, QuotaError, UsageError,
@@ -103,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--throttled", action="store_true",
                       help="every bucket the brokers throttle now (needs --metrics), worst "
                            "first, with the entry that sets its quota")
-    add_backend_arguments(p)
+    add_backend_arguments(p, all_clusters="--describe, --resolve or --throttled on every "
+                                          "cluster of the fleet file at once")
     ent = p.add_argument_group("entity")
     ent.add_argument("--names", action=_AppendValue, default=[], metavar="TYPE=NAME,...",
                      help="type=name pairs; escape , = \\ in names as \\, \\= \\\\")
@@ -347,11 +349,14 @@ def _apply(backend: QuotaBackend, alterations: list[Alteration], loaded, args: a
 
     from .signals import sigterm_raises
 
-    audit = AuditLog(args.audit_log or default_audit_path(os.environ))
+    target = getattr(args, "fleet_cluster", None)
+    audit = AuditLog(args.audit_log or (target and target.audit_log)
+                     or default_audit_path(os.environ))
     with sigterm_raises(), output.says_where_audited(audit, err):
         # a SIGTERM closes the audit intents before the process ends
         done = apply_changes(backend, alterations, loaded, actor=args.actor or os_user(),
                              cluster=store_fields(backend), audit=audit, action=action,
+                             target=target,
                              extra={"via": f"cli {action}"},
                              lease_wait_s=getattr(args, "timeout", None),
                              progress=lambda line: err.write(f"{PROG}: {line}\n"))
@@ -495,7 +500,8 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError("Give either --sandbox PATH or --bootstrap-server HOST:PORT, not both.")
     if not args.sandbox and not args.bootstrap_server:
         raise UsageError("Say where the quotas live: --bootstrap-server HOST:PORT (a Kafka "
-                         "cluster) or --sandbox PATH (a local sandbox file).")
+                         "cluster), --sandbox PATH (a local sandbox file), or --cluster NAME "
+                         "of a fleet file (--config PATH or QUOTA_CONFIG).")
     if args.command_config and not args.bootstrap_server:
         raise UsageError("--command-config goes with --bootstrap-server.")
     for server in (args.bootstrap_server or "").split(",") if args.bootstrap_server else []:
@@ -584,6 +590,9 @@ def run_init(args: argparse.Namespace, err: TextIO) -> int:
     """``--init``: make ``--sandbox PATH`` an empty sandbox (reads never create one)."""
     if not args.sandbox:
         raise UsageError("--init creates a sandbox file: give --sandbox PATH.")
+    from ..changes.workflow import refuse_read_only
+
+    refuse_read_only(getattr(args, "fleet_cluster", None))
     from ..backends.sandbox import SandboxBackend
 
     with SandboxBackend(args.sandbox) as backend:
@@ -620,6 +629,13 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """The main command, its flags read (:func:`quota_core.cli.edge.run_command` is its
     edge)."""
     try:
+        if args.all_clusters:
+            return run_all_clusters(args, out, err)
+        select_cluster(args, metrics=bool(args.resolve or args.throttled))
+        if (args.alter or args.import_file or args.init) and not args.validate_only:
+            from ..changes.workflow import refuse_read_only
+
+            refuse_read_only(getattr(args, "fleet_cluster", None))  # before connecting
         _check_flags(args)
         _names_are_text(args)
         if args.init:
@@ -642,6 +658,33 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return run_import(backend, args, out, err)
     except BrokenPipeError:
         return 0
+
+
+def run_all_clusters(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``--all-clusters``: the read on every cluster of the fleet, concurrently
+    (:mod:`quota_core.cli.fleet_run`); 1 when a cluster could not be read."""
+    from .fleet_run import cluster_args, finish, run_each
+
+    if not (args.describe or args.resolve or args.throttled):
+        raise UsageError("--all-clusters goes with --describe, --resolve or --throttled (and "
+                         "lint): it reads every cluster. A change names one cluster: "
+                         "--cluster NAME.")
+    for flag, value in (("--cluster", args.cluster), ("--bootstrap-server", args.bootstrap_server),
+                        ("--sandbox", args.sandbox), ("--command-config", args.command_config),
+                        ("--metrics", args.metrics),
+                        ("--metrics-template", args.metrics_template)):
+        if value:
+            raise UsageError(f"--all-clusters reads every cluster of the fleet file, each with "
+                             f"its own store and metrics: drop {flag} (or name one cluster "
+                             f"with --cluster NAME).")
+    fleet = fleet_of_args(args)
+    fleet.select(fleet.names()[0] if len(fleet) else None)  # no cluster: a usage error
+
+    def one(cluster, cout: TextIO, cerr: TextIO) -> int:
+        return run_command("main", lambda: _run(cluster_args(args, fleet, cluster), cout, cerr),
+                           cerr, _say)
+
+    return finish(run_each(fleet, one, PROG), args.output, out, err, PROG)
 
 
 #: Commands with their own flags: name -> (module[:function], what it does); the function

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..changes.audit import AuditLog, cluster_fields, default_audit_path, os_user, store_fields
+from ..backends.fleet_config import select_cluster
 from ..backends.open import add_backend_arguments, open_backend_from
 from ..errors import (ConcurrentChange, OutcomeUnknown, ParseError, QuotaError, UsageError,
                       ValidationError)
@@ -93,9 +94,11 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str], err: TextIO,
 
 
 def _check_where(args: argparse.Namespace) -> None:
+    select_cluster(args, metrics=hasattr(args, "metrics"))  # --cluster NAME of the fleet file
     if bool(args.sandbox) == bool(args.bootstrap_server):
         raise UsageError("Say where the quotas live: --bootstrap-server HOST:PORT (a Kafka "
-                     "cluster) or --sandbox PATH (a local sandbox file), one of them.")
+                     "cluster), --sandbox PATH (a local sandbox file) or --cluster NAME of "
+                     "a fleet file (--config PATH or QUOTA_CONFIG), one of them.")
     if args.command_config and not args.bootstrap_server:
         raise UsageError("--command-config goes with --bootstrap-server.")
     if not (math.isfinite(args.timeout) and 0 < args.timeout <= 3600):
@@ -268,12 +271,17 @@ def _apply(args: argparse.Namespace, out: TextIO, err: TextIO, read: list[bool])
 
     prefix = _APPLY
     _check_where(args)
+    from ..changes.workflow import refuse_read_only
+
+    refuse_read_only(getattr(args, "fleet_cluster", None))  # before the plan is even read
     path = Path(args.plan_file)
     doc = load_plan(_read_text(path, PLAN_LIMIT), str(path))  # NaN & co. kept to name their field
     plan = read_plan(doc, str(path))
     verify_plan(doc, plan_key(os.environ), str(path))
     read[0] = True
-    audit = AuditLog(args.audit_log or default_audit_path(os.environ))
+    target = getattr(args, "fleet_cluster", None)
+    audit = AuditLog(args.audit_log or (target and target.audit_log)
+                     or default_audit_path(os.environ))
     actor = args.actor or os_user()
 
     def unchanged_since_plan(backend) -> None:  # under the write lease
@@ -295,6 +303,7 @@ def _apply(args: argparse.Namespace, out: TextIO, err: TextIO, read: list[bool])
                                      action="apply",
                                      extra={"via": "cli apply", "plan": str(path)},
                                      lease_wait_s=args.timeout, precheck=unchanged_since_plan,
+                                     target=target,
                                      progress=lambda line: err.write(f"{prefix}: {line}\n"))
     except _AlreadyApplied:
         err.write(f"Nothing to apply: the cluster already holds the quota set {path} "

@@ -24,6 +24,7 @@ import sys
 import threading
 from typing import TextIO
 
+from ..backends.fleet_config import select_cluster
 from ..backends.open import NumberAction, add_backend_arguments, open_backend_from
 from ..errors import ParseError, QuotaError, UsageError
 from .edge import one_line, run_command
@@ -57,6 +58,7 @@ def listen_address(args: argparse.Namespace) -> tuple[str, int]:
     from ..telemetry.exporter import parse_listen
 
     address = parse_listen(args.listen)
+    select_cluster(args, metrics=True)  # --cluster NAME: its store and its metrics
     if args.metrics:
         from ..telemetry.collector import parse_endpoints
 
