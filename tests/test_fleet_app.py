@@ -240,3 +240,14 @@ def test_throttled_now_reads_the_picked_clusters_metrics_only(fleet, monkeypatch
     at = run_app("pages/throttled.py", secrets=fleet, query={"cluster": "staging"})
     assert any("Cluster 'staging' has no metrics endpoints" in t for t in texts(at.info)), \
         texts(at.info)
+
+
+def test_without_a_fleet_file_the_one_cluster_is_default(fleet, monkeypatch):
+    monkeypatch.setenv("QUOTA_SANDBOX", fleet["clusters"]["staging"]["sandbox"])
+    at = run_app("pages/browse.py", query={"cluster": "nope"})
+    assert any("Known clusters: default." in t for t in alerts(at)), alerts(at)
+    assert not at.sidebar.success
+    at = run_app("pages/browse.py")  # no fleet: no picker, and the address is left alone
+    assert "cluster" not in at.query_params
+    assert not [s for s in at.sidebar.selectbox if s.key == "fleet_cluster"]
+    assert "3 quota entries" in " ".join(texts(at.sidebar.success))
