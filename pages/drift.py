@@ -85,7 +85,7 @@ left, right = st.columns(2)
 for col, name in ((left, a), (right, b)):
     snap, cluster = sets[name], fleet.clusters[name]
     brokers = snap.info.broker_count
-    col.metric(labels[name], f"{len(snap.quotas):,} entries",
+    col.metric(md(labels[name]), f"{len(snap.quotas):,} entries",
                help=f"{cluster.location}; {brokers if brokers is not None else '?'} brokers")
 rows = quota_drift(a, sets[a].quotas, b, sets[b].quotas)
 if not rows:

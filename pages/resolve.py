@@ -100,7 +100,7 @@ def answer() -> None:
                                       fleet_timeout(dict(os.environ), secrets_dict()))
         st.table(pd.DataFrame(fleet_rows).fillna("").style.hide(axis="index"))
         if ctx.cluster is not None:
-            st.subheader(f"On {ctx.cluster.display_name}, in detail")
+            st.subheader(f"On {md(ctx.cluster.display_name)}, in detail")
 
     if not ctx.connected:
         st.info("Not connected to a cluster: see the message above.",
