@@ -13,8 +13,9 @@ from typing import Mapping
 
 from .entities import Entity
 from .keys import same_value
+from .wording import custom_callback_on, versions_differ
 
-__all__ = ["DriftRow", "quota_drift"]
+__all__ = ["DriftRow", "quota_drift", "promotion_notes"]
 
 QuotaSet = Mapping[Entity, Mapping[str, float]]
 
@@ -45,3 +46,28 @@ def quota_drift(name_a: str, entries_a: QuotaSet, name_b: str,
             if not same_value(a, b):
                 rows.append(DriftRow(entity, key, {name_a: a, name_b: b}))
     return rows
+
+
+def _brokers(nodes: tuple[str, ...]) -> str:
+    nodes = tuple(nodes)
+    if not nodes:
+        return "its brokers"
+    word = "broker" if len(nodes) == 1 else "brokers"
+    return f"{word} {', '.join(nodes)}"
+
+
+def promotion_notes(source: str, target: str, versions: Mapping[str, str | None],
+                    callbacks: Mapping[str, Mapping[str, tuple[str, ...]]]) -> list[str]:
+    """What a plan that copies ``source``'s quota set onto ``target`` must say in its preview:
+    the two clusters run different Kafka versions (``versions``: each cluster's, None when it
+    has no brokers to ask, a sandbox), or either runs a custom quota callback (``callbacks``:
+    each cluster's ``{class: node ids}``, :attr:`quota_core.brokers.ClusterSettings.callbacks`).
+    Empty when there is nothing to say."""
+    notes = []
+    va, vb = versions.get(source), versions.get(target)
+    if va and vb and va != vb:
+        notes.append(versions_differ(source, va, target, vb))
+    for cluster in (source, target):
+        for callback, nodes in (callbacks.get(cluster) or {}).items():
+            notes.append(custom_callback_on(cluster, callback, _brokers(nodes)))
+    return notes

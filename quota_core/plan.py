@@ -546,15 +546,19 @@ def verify_plan(doc: Mapping, key: bytes | None, source: str = "the plan") -> No
 
 
 def check_plan_cluster(doc: Mapping, here: str | None, where: str,
-                       source: str = "the plan") -> None:
+                       source: str = "the plan", here_name: str | None = None) -> None:
     """Refuse (PlanRefused) a plan made on another cluster than ``here`` (its id), naming
-    both."""
+    both: their ids, their names in the fleet where known (the plan's ``cluster.name``,
+    ``here_name``), and where they are."""
     cluster = doc.get("cluster") if isinstance(doc.get("cluster"), Mapping) else {}
     made_on = cluster.get("cluster_id")
     if made_on and here and made_on == here:
         return
-    planned = (f"cluster {made_on} ({cluster.get('location') or 'location not recorded'})"
+    name = cluster.get("name")
+    named = f"{name!r}, " if isinstance(name, str) and name else ""
+    planned = (f"cluster {made_on} ({named}{cluster.get('location') or 'location not recorded'})"
                if made_on else "a cluster whose id it does not record")
+    this = f"{here_name!r}, " if here_name else ""
     raise PlanRefused(f"{source} was made on {planned}; this is cluster {here or 'without an id'} "
-                      f"({where}). Nothing was applied: make a plan against this cluster.",
+                      f"({this}{where}). Nothing was applied: make a plan against this cluster.",
                       plan_cluster=made_on, cluster=here)

@@ -22,7 +22,8 @@ from .keys import QUOTA_KEYS, format_value
 from .units import format_quota, format_rate
 
 __all__ = ["plural", "verb", "against", "inherited", "inherited_short", "entry_clients",
-           "quota_changed", "clients_moved", "quota_before", "read_only_refused"]
+           "quota_changed", "clients_moved", "quota_before", "read_only_refused",
+           "versions_differ", "custom_callback_on"]
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -132,3 +133,20 @@ def read_only_refused(cluster: str, source: str) -> str:
     that is set (issue 29)."""
     return (f"cluster {cluster!r} is read-only (read_only = true in {source}): nothing was "
             f"written. Change it on a cluster that allows writes, or set read_only = false.")
+
+
+def versions_differ(source: str, source_version: str, target: str, target_version: str) -> str:
+    """A promotion between clusters that run different Kafka versions (issue 29)."""
+    return (f"cluster {source!r} runs Kafka {source_version} and cluster {target!r} Kafka "
+            f"{target_version} (as their ApiVersions answers say): a quota set tested on "
+            f"{source!r} may behave differently on {target!r}. Check what changed between "
+            f"the two versions before you apply.")
+
+
+def custom_callback_on(cluster: str, callback: str, brokers: str) -> str:
+    """A promotion to or from a cluster whose brokers run a custom quota callback
+    (``client.quota.callback.class``, KIP-257)."""
+    return (f"cluster {cluster!r} runs a custom quota callback on {brokers}, "
+            f"client.quota.callback.class={callback}: its quota entries do not decide "
+            f"enforcement there (the plugin picks each client's quota and bucket), so the same "
+            f"entries can limit clients differently on the two clusters.")

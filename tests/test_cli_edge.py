@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI_MODULES = sorted((ROOT / "quota_core" / "cli").glob("*.py")) + [ROOT / "pipeline" /
                                                                      "analyze.py"]
 #: The modules whose main hands its work to run_command.
-COMMANDS = ["main", "plan", "lint", "collect", "serve_metrics", "configs_compat", "console"]
+COMMANDS = ["main", "plan", "diff", "lint", "collect", "serve_metrics", "configs_compat", "console"]
 
 
 def _tree_classes() -> set[str]:

@@ -69,7 +69,9 @@ def test_samples_and_snapshots_land_as_parquet_in_the_documented_schema(tmp_path
     assert collector.flush()
     usage = pd.read_parquet(tmp_path / "out" / "usage")
     assert sorted(usage.columns) == sorted(["ts", "broker", "quota_type", "user", "client_id",
-                                            "rate", "throttle_ms", "interval_s", "date"])
+                                            "rate", "throttle_ms", "interval_s", "cluster",
+                                            "date"])
+    assert usage.cluster.isna().all()  # one cluster, not of a fleet: null
     assert len(usage) == 6 and collector.stats.samples_written == 6
     assert sorted(usage["date"].astype(str).unique()) == ["2026-11-23", "2026-11-24"]
     alice = usage[(usage.user == "alice")].sort_values("ts")
@@ -166,3 +168,35 @@ def test_parse_endpoints(text, labels):
 def test_parse_endpoints_refuses(text, message):
     with pytest.raises(ParseError, match=message):
         parse_endpoints(text)
+
+
+def test_a_collector_of_a_fleet_cluster_writes_its_name_and_old_files_stay_readable(tmp_path,
+                                                                                   sandbox):
+    """collect --all-clusters: every row carries the cluster (issue 29); a file written
+    before the column existed reads beside a new one, its cluster null."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from quota_core.telemetry.schema import USAGE_COLUMNS
+
+    scrape = Endpoints()
+    scrape.answers = {"b1": series("b1", "alice", None, 1.0 * MiB, None), "b2": []}
+    collector = make(tmp_path, sandbox, scrape, cluster="prod-eu")
+    collector.snapshot(T0)
+    collector.scrape_all(T0)
+    assert collector.flush()
+    old = tmp_path / "out" / "usage" / "date=2026-11-23" / "part-old.parquet"
+    pq.write_table(pa.Table.from_pylist([{
+        "ts": datetime(2026, 11, 23, 1, tzinfo=timezone.utc), "broker": "b9",
+        "quota_type": "produce", "user": "bob", "client_id": None, "rate": 1.0,
+        "throttle_ms": None, "interval_s": 10.0}]), old)
+    assert [n for n, _ in USAGE_COLUMNS] == pq.read_schema(old).names  # the old shape
+    import pyarrow.dataset as ds
+
+    usage = ds.dataset(tmp_path / "out" / "usage", format="parquet", partitioning="hive",
+                       schema=pq.read_schema(next(p for p in (tmp_path / "out" / "usage")
+                                                  .rglob("part-2*.parquet")))).to_table()
+    rows = {r["broker"]: r["cluster"] for r in usage.to_pylist()}
+    assert rows == {"b1": "prod-eu", "b9": None}
+    snaps = pd.read_parquet(tmp_path / "out" / "quotas")
+    assert set(snaps.cluster) == {"prod-eu"}

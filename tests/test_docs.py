@@ -139,7 +139,7 @@ _WORDS = {UsageError: ("usage",), ParseError: ("usage",), OutcomeUnknown: ("outc
           QuotaError: ("refused", "failure"), BaseException: ("any error",),
           UnreadableFile: ("unreadable",)}
 #: Statuses that are a command's result, not an error (returned by the command itself).
-_RESULTS = {"plan": {2: "changes pending"}, "lint": {2: "findings"}}
+_RESULTS = {"plan": {2: "changes pending"}, "diff": {2: "they differ"}, "lint": {2: "findings"}}
 STATUSES = ["0", "1", "2", "3"]
 
 

@@ -63,3 +63,23 @@ def test_drift_row_is_frozen_and_names_must_differ():
         row.key = "x"  # type: ignore[misc]
     with pytest.raises(ValueError, match="two names"):
         quota_drift("a", {}, "a", {})
+
+
+@pytest.mark.parametrize("versions, callbacks, expected", [
+    ({"staging": "4.1", "prod": "4.1"}, {}, []),
+    ({"staging": None, "prod": "4.1"}, {}, []),  # a sandbox has no version to compare
+    ({"staging": "4.1", "prod": "3.9"}, {},
+     ["cluster 'staging' runs Kafka 4.1 and cluster 'prod' Kafka 3.9"]),
+    ({"staging": "4.1", "prod": "4.1"}, {"prod": {"com.acme.Quotas": ("1", "3")}},
+     ["cluster 'prod' runs a custom quota callback on brokers 1, 3, "
+      "client.quota.callback.class=com.acme.Quotas"]),
+    ({}, {"staging": {"a.B": ("2",)}, "prod": {"a.B": ("1",)}},
+     ["cluster 'staging' runs a custom quota callback on broker 2", "cluster 'prod' runs"]),
+])
+def test_promotion_notes(versions, callbacks, expected):
+    from quota_core.drift import promotion_notes
+
+    notes = promotion_notes("staging", "prod", versions, callbacks)
+    assert len(notes) == len(expected)
+    for note, start in zip(notes, expected):
+        assert note.startswith(start), note

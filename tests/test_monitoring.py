@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -260,7 +261,7 @@ def test_promtool_checks_the_rules_and_every_rule_has_a_passing_unit_test():
 
     count = sum(len(g["rules"]) for g in yaml.safe_load(
         (MONITORING / "quota-alerts.yml").read_text())["groups"])
-    assert count == 6 and f"SUCCESS: {count} rules found" in check.stdout
+    assert count == 7 and f"SUCCESS: {count} rules found" in check.stdout
     tests = sorted(MONITORING.glob("*test*.yml"))
     run = subprocess.run([PROMTOOL, "test", "rules", *map(str, tests)], capture_output=True,
                          text=True, timeout=60, cwd=MONITORING)
@@ -280,6 +281,20 @@ def test_the_dashboard_has_its_panels_at_the_top_level():
     titles = [p["title"] for p in board["panels"]]
     assert any("brokers" in t for t in titles) and "Top throttled entries" in titles
     assert all(t["expr"] for p in board["panels"] for t in p["targets"])
+
+
+def test_the_dashboard_has_a_cluster_variable_every_query_follows():
+    """serve-metrics --all-clusters labels every series cluster="NAME": each query selects
+    the clusters picked, and keeps them apart where it aggregates."""
+    board = json.loads((MONITORING / "grafana-quotas.json").read_text())
+    (var,) = [v for v in board["templating"]["list"] if v["name"] == "cluster"]
+    assert var["includeAll"] and var["multi"] and var["allValue"] == ".*"
+    for panel in board["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"]
+            names = re.findall(r"\b(?:kafka_client_quota|quota_console)_[a-z_]+\b", expr)
+            assert names and expr.count('cluster=~"$cluster"') == len(names), expr
+            assert " by (" not in expr or re.search(r" by \(cluster[,)]", expr), expr
 
 
 def test_a_quota_set_that_cannot_be_read_is_kept_its_age_grows_and_it_is_said_once():

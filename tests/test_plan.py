@@ -245,7 +245,7 @@ def test_partial_failure_says_what_was_applied(store, tmp_path, audit_log, monke
 
 @pytest.mark.parametrize("argv, code, message", [
     (["plan", "{dir}/want.yaml"], 1, "Say where the quotas live"),
-    (["plan", "--sandbox", "{store}"], 1, "the following arguments are required: FILE"),
+    (["plan", "--sandbox", "{store}"], 1, "Give the desired quota set: a FILE"),
     (["plan", "{dir}/missing.yaml", "--sandbox", "{store}"], 1, "Cannot read"),
     (["plan", "{dir}/dup.yaml", "--sandbox", "{store}"], 1, "line 4 (entry 2)"),
     (["plan", "{dir}/want.yaml", "--sandbox", "{store}", "--out", "{dir}/want.yaml"], 1,

@@ -104,6 +104,11 @@ class QuotaBackend(ABC):
 
         return ClusterSettings.defaults("Kafka's defaults: the sandbox has no brokers")
 
+    def broker_version(self) -> str | None:
+        """The Kafka version the cluster's brokers run, as far as the client can tell; None
+        for a backend without brokers (the sandbox)."""
+        return None
+
     def quota_window(self) -> "QuotaWindow":  # noqa: F821 - quota_core.throttle.QuotaWindow
         """The brokers' quota window (``quota.window.num`` × ``quota.window.size.seconds``),
         from :meth:`broker_settings`: for the sandbox Kafka's defaults, 11 × 1 s, saying so

@@ -1043,6 +1043,14 @@ class KafkaBackend(QuotaBackend):
 
         return read_broker_settings(self)
 
+    def broker_version(self) -> str | None:
+        """The Kafka version the brokers' ApiVersions answer looks like (kafka-python's reading
+        of it, e.g. ``4.1``: the newest version it knows whose API set matches), as
+        :func:`check_quota_apis` says it; None when no broker answered it (the backend
+        connects when it is made, so one has)."""
+        data = getattr(self._manager, "broker_version_data", None)
+        return getattr(data, "broker_version_str", None) if data is not None else None
+
     def quota_window(self):
         """The quota window most brokers have (each holds its own; they can differ during a
         rolling change: :meth:`quota_core.brokers.ClusterSettings.disagreements`)."""

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--command-config", metavar="FILE", help="Kafka client properties")
     p.add_argument("--sandbox", metavar="PATH", help="snapshot a sandbox file's quotas instead")
     add_fleet_arguments(p)
+    p.add_argument("--all-clusters", action="store_true",
+                   help="collect every cluster of the fleet file, each with its own metrics, "
+                        "into its history_dir or DIR/NAME; every row carries its cluster")
     p.add_argument("--to", required=True, metavar="DIR|kafka:TOPIC",
                    help="a folder (Parquet, partitioned by date) or a Kafka topic")
     p.add_argument("--every", type=float, action=NumberAction, default=10.0, metavar="SECONDS",
@@ -97,6 +100,8 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
 
 
 def _run(args, err: TextIO) -> int:
+    if args.all_clusters:
+        return _run_fleet(args, err)
     _check(args)
     endpoints = parse_endpoints(args.metrics) if args.metrics else []
 
@@ -153,6 +158,111 @@ def _run(args, err: TextIO) -> int:
                 sink.close()
     finally:
         restore_signals(previous)
+
+
+def _check_fleet(args: argparse.Namespace) -> None:
+    from ..errors import UsageError
+
+    for flag, value in (("--cluster", args.cluster), ("--bootstrap-server", args.bootstrap_server),
+                        ("--sandbox", args.sandbox), ("--command-config", args.command_config),
+                        ("--metrics", args.metrics),
+                        ("--metrics-template", args.metrics_template),
+                        ("--serve", args.serve)):
+        if value:
+            raise UsageError(f"--all-clusters collects every cluster of the fleet file, each with "
+                             f"its own store and metrics: drop {flag} (or name one cluster "
+                             f"with --cluster NAME; serve them all with serve-metrics "
+                             f"--all-clusters).")
+    if args.to.startswith("kafka:"):
+        raise UsageError(f"--all-clusters writes each cluster's history to a folder of its own "
+                         f"(its history_dir, else DIR/NAME): give --to DIR, not {args.to}.")
+    for flag in ("every", "snapshot_every", "status_every", "timeout"):
+        value = getattr(args, flag)
+        if not (math.isfinite(value) and value > 0):
+            raise ParseError(f"--{flag.replace('_', '-')} {value:g}: give a number of seconds "
+                             f"greater than 0.")
+
+
+def _run_fleet(args: argparse.Namespace, err: TextIO) -> int:
+    """``--all-clusters``: one collector per cluster of the fleet file, each on its own
+    thread with its own store, endpoints and output folder (its ``history_dir``, else
+    ``--to DIR/NAME``); every row carries ``cluster``. A cluster that is down is a gap in its
+    own history only (its store is opened again when needed)."""
+    from pathlib import Path
+
+    from ..backends.fleet_config import fleet_of_args
+    from ..backends.fleet_read import LazyCluster
+    from ..backends.open import require_sandbox_file
+    from ..errors import QuotaError
+    from ..telemetry import scrape as scrape_once
+    from ..telemetry.sinks import ParquetSink
+    from .endpoints import metrics_endpoints
+
+    _check_fleet(args)
+    fleet = fleet_of_args(args)
+    fleet.select(fleet.names()[0] if len(fleet) else None)  # no cluster: a usage error
+    lock = threading.Lock()
+
+    def logger(name: str):
+        def log(line: str) -> None:
+            with lock:
+                err.write(line.replace("collect: ", f"collect: cluster {name}: ", 1) + "\n")
+                err.flush()
+        return log
+
+    plans = []
+    for cluster in fleet:
+        if cluster.sandbox:
+            require_sandbox_file(cluster.sandbox)
+        endpoints = parse_endpoints(cluster.metrics_arg) if cluster.metrics_arg else []
+        folder = Path(cluster.history_dir) if cluster.history_dir else Path(args.to) / cluster.name
+        plans.append((cluster, endpoints, folder))
+    stop = threading.Event()
+    previous = stop_on_signals(stop)
+    results: dict[str, int] = {}
+    sources = []
+    try:
+        threads = []
+        for cluster, endpoints, folder in plans:
+            log = logger(cluster.name)
+            source = LazyCluster(cluster, args.timeout)
+            sources.append(source)
+            if not endpoints and cluster.metrics_template:
+                info = source.info_or_error()
+                if isinstance(info, QuotaError):
+                    log(f"collect: cannot list its brokers for its metrics_template, so no "
+                        f"usage is scraped (its quota set still is, when it answers): {info}")
+                else:
+                    endpoints = metrics_endpoints(None, cluster.metrics_template, info)
+            sink = ParquetSink(folder)
+            log(f"collect: scraping {', '.join(e.label for e in endpoints) or 'no endpoint'} "
+                f"every {args.every:g} s into {sink.label}")
+            collector = Collector(endpoints, source.describe, sink, scrape_once,
+                                  scrape_every=args.every, snapshot_every=args.snapshot_every,
+                                  flush_every=args.every, status_every=args.status_every,
+                                  log=log, timeout=args.timeout,
+                                  settings=source.broker_settings, cluster=cluster.name)
+
+            def run(name=cluster.name, collector=collector, sink=sink) -> None:
+                try:
+                    results[name] = collector.run(stop)
+                finally:
+                    sink.close()
+
+            thread = threading.Thread(target=run, name=f"collect-{cluster.name}", daemon=True)
+            thread.start()
+            threads.append(thread)
+        err.write(f"collect: {len(plans)} clusters ({', '.join(c.name for c, _, _ in plans)}); "
+                  f"stop with Ctrl-C or SIGTERM\n")
+        stop.wait()
+        for thread in threads:
+            thread.join(timeout=30)
+    finally:
+        stop.set()
+        for source in sources:
+            source.close()
+        restore_signals(previous)
+    return max(results.values(), default=0) if len(results) == len(plans) else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

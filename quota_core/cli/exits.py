@@ -8,6 +8,7 @@ every command ends an error of the tree at its one edge,
 * main command, ``apply``, ``collect``, ``analyze``, ``serve-metrics``: 0 done, 1 a runtime
   failure, 2 a usage error, 3 outcome unknown (sent, not confirmed);
 * ``plan``: 0 no changes, 1 any error (usage errors included), 2 changes pending;
+* ``diff``: 0 the two clusters' quota sets are equal, 1 any error, 2 they differ;
 * ``lint``: 0 no finding at or above ``--fail-on``, 1 any error, 2 findings;
 * ``configs`` (the kafka-configs.sh dialect): as ConfigCommand, 1 for every error, an
   unreadable ``--add-config-file`` or ``--command-config`` included (ConfigCommand prints a
@@ -36,7 +37,7 @@ _CONFIGS = ((BaseException, FAILURE),)
 EXIT_CODES: dict[str, tuple[tuple[type[BaseException], int], ...]] = {
     "main": _RUNTIME, "apply": _RUNTIME, "collect": _RUNTIME, "analyze": _RUNTIME,
     "serve-metrics": _RUNTIME,
-    "plan": _ANY_ERROR, "lint": _ANY_ERROR, "configs": _CONFIGS,
+    "plan": _ANY_ERROR, "diff": _ANY_ERROR, "lint": _ANY_ERROR, "configs": _CONFIGS,
 }
 
 

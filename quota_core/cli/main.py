@@ -695,6 +695,8 @@ SUBCOMMANDS = {
                                 "to do, 2 changes pending)"),
     "apply": (".plan:apply_main", "apply a plan file exactly, refused if the quota set changed "
                                   "since"),
+    "diff": (".diff:diff_main", "the drift between two clusters of the fleet (exit 0 equal, 2 "
+                                "they differ)"),
     "lint": (".lint", "find the quotas that will hurt someone (exit 0 clean, 2 findings)"),
     "collect": (".collect", "scrape broker metrics and snapshot quotas into a usage history"),
     "serve-metrics": (".serve_metrics", "serve each bucket's limit, use and entry as "

@@ -51,9 +51,15 @@ def plan_parser() -> argparse.ArgumentParser:
         "gets a different effective quota. Exit 0: nothing to change; 2: changes pending; "
         "1: an error (wrong flags too).",
         epilog=f"Example: {PROG} plan quotas.yaml --bootstrap-server 127.0.0.1:9092 "
-               f"--out plan.json")
-    p.add_argument("file", metavar="FILE", help="the desired quota set (.json, .yaml, .yml)")
+               f"--out plan.json\n         {PROG} plan --config fleet.toml --from-cluster "
+               f"staging --cluster prod --prune --out plan.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", metavar="FILE", nargs="?",
+                   help="the desired quota set (.json, .yaml, .yml), unless a cluster's is given")
     _where(p)
+    p.add_argument("--from-cluster", metavar="NAME",
+                   help="the desired quota set is this cluster's (of the fleet file): a plan "
+                        "that makes --cluster's quota set equal it (a promotion)")
     p.add_argument("--out", metavar="PLANFILE",
                    help="write the plan (JSON) for `apply`: the quota set it was computed "
                         "against, its hash and the changes")
@@ -127,7 +133,9 @@ def _read_text(path: Path, limit: int = IMPORT_LIMIT) -> str:
 
 
 def _location(args: argparse.Namespace) -> str:
-    return f"sandbox {args.sandbox}" if args.sandbox else args.bootstrap_server
+    where = f"sandbox {args.sandbox}" if args.sandbox else args.bootstrap_server
+    cluster = getattr(args, "fleet_cluster", None)
+    return f"cluster {cluster.name!r} ({where})" if cluster is not None else where
 
 
 def _series(args: argparse.Namespace, err: TextIO, node_ids=()
@@ -171,25 +179,52 @@ def _plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     try:
         _check_where(args)
-        path = Path(args.file)
-        desired = read_quota_path(path)
-        if args.out and Path(args.out).resolve() == path.resolve():
-            raise UsageError(f"--out {args.out} is the desired file itself: write the plan "
-                         f"elsewhere, e.g. --out plan.json.")
+        source = None
+        if args.from_cluster is not None:  # a promotion (quota_core.cli.promote)
+            from .promote import start_source
+
+            source_name, source = start_source(args)
+        elif args.file is None:
+            raise UsageError("Give the desired quota set: a FILE (the --export format), or "
+                             "--from-cluster NAME with --cluster NAME (a promotion).")
+        else:
+            path = Path(args.file)
+            desired = read_quota_path(path)
+            if args.out and Path(args.out).resolve() == path.resolve():
+                raise UsageError(f"--out {args.out} is the desired file itself: write the plan "
+                                 f"elsewhere, e.g. --out plan.json.")
+        target = getattr(args, "fleet_cluster", None)
         with open_backend_from(args) as backend:
             current = backend.describe()
             info = backend.info()
             cluster = {**cluster_fields(info), "cluster_id": backend.identity()}
+            if target is not None:
+                cluster["name"] = target.name
+            if source is not None:
+                from .promote import side_of
+
+                target_side = side_of(target.name, backend)
+        if source is not None:
+            from .promote import format_promotion, promotion_json
+
+            source_side = source.result()
+            desired = source_side.quotas
         series, unread, failed = _series(args, err, getattr(info, "node_ids", ()) or ())
-        plan = make_plan(current, desired, prune=args.prune)
+        plan = make_plan(current, desired, prune=args.prune,
+                         source=None if source is None else f"cluster {source_name}")
         impact = plan_impact(plan, series, unread=unread)
-        doc = sign_plan(plan_document(plan, impact, cluster=cluster), plan_key(os.environ))
+        doc = plan_document(plan, impact, cluster=cluster)
+        if source is not None:
+            doc["promotion"] = promotion_json(source_side, target_side)
+        doc = sign_plan(doc, plan_key(os.environ))
         if args.out:
             _write_plan(Path(args.out), doc)
         if args.output == "json":
             out.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
         else:
             out.write(format_plan(plan, impact, args.output, where=_location(args)))
+            if source is not None:
+                out.write(format_promotion(source_side, target_side))
         if args.out and plan.changes:
             err.write(f"Plan written to {args.out}. Apply it with: {PROG} apply {args.out} "
                       f"{_where_flags(args)}\n")
@@ -201,6 +236,10 @@ def _plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _where_flags(args: argparse.Namespace) -> str:
+    cluster = getattr(args, "fleet_cluster", None)
+    if cluster is not None:
+        config = f"--config {args.config} " if getattr(args, "config", None) else ""
+        return f"{config}--cluster {cluster.name}"
     if args.sandbox:
         return f"--sandbox {args.sandbox}"
     cc = f" --command-config {args.command_config}" if args.command_config else ""
@@ -293,7 +332,9 @@ def _apply(args: argparse.Namespace, out: TextIO, err: TextIO, read: list[bool])
 
     try:
         with open_backend_from(args) as backend:
-            check_plan_cluster(doc, backend.identity(), _location(args), str(path))
+            check_plan_cluster(doc, backend.identity(), f"sandbox {args.sandbox}"
+                               if args.sandbox else args.bootstrap_server, str(path),
+                               here_name=target.name if target is not None else None)
             if not plan.changes:
                 err.write(f"Nothing to apply: {path} has no changes.\n")
                 return 0

@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scrape-timeout", type=float, action=NumberAction, default=5.0,
                    metavar="SECONDS",
                    help="per broker endpoint, within each scrape (default 5)")
-    add_backend_arguments(p)
+    add_backend_arguments(p, all_clusters="serve every cluster of the fleet file, each "
+                                          "series labelled cluster=\"NAME\"")
     return p
 
 
@@ -85,15 +86,35 @@ def start(backend, args: argparse.Namespace, host: str, port: int, log, timeout:
     """Build the exporter over ``backend`` (the endpoints of ``args.metrics`` or
     ``args.metrics_template``) and serve it: returns the HTTP server. Shared with
     ``collect --serve``."""
-    from ..telemetry.exporter import QuotaExporter, serve
+    from ..telemetry.exporter import serve
+
+    exporter = exporter_for(backend, args.metrics, args.metrics_template, log, timeout)
+    exporter.read_quotas()  # a cluster that cannot be read fails the start, with its reason
+    server = serve(exporter, host, port)
+    _serving(server, log)
+    return server
+
+
+def _serving(server, log) -> None:
+    bound_host, bound_port = server.server_address[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    log(f"serve-metrics: serving http://{shown}:{bound_port}/metrics; stop with Ctrl-C or "
+        f"SIGTERM")
+
+
+def exporter_for(backend, metrics: str | None, template: str | None, log, timeout: float):
+    """The :class:`~quota_core.telemetry.exporter.QuotaExporter` of one cluster: its quota
+    set, the endpoints of ``metrics`` (or ``template`` for the brokers it lists at each
+    scrape), its lint findings."""
+    from ..telemetry.exporter import QuotaExporter
     from .endpoints import metrics_endpoints
 
-    fixed = metrics_endpoints(args.metrics, None, None)
+    fixed = metrics_endpoints(metrics, None, None)
 
     def endpoints():  # a template follows the brokers the cluster lists at each scrape
-        if not args.metrics_template:
+        if not template:
             return fixed
-        return metrics_endpoints(None, args.metrics_template, backend.info())
+        return metrics_endpoints(None, template, backend.info())
 
     last: list = []  # [(quotas, settings, protected), findings]: the last lint run
 
@@ -112,15 +133,8 @@ def start(backend, args: argparse.Namespace, host: str, port: int, log, timeout:
                                                key[2])).findings]
         return last[1]
 
-    exporter = QuotaExporter(backend.describe, endpoints, lambda: backend.info().node_ids,
-                             timeout=timeout, log=log, lint=lint)
-    exporter.read_quotas()  # a cluster that cannot be read fails the start, with its reason
-    server = serve(exporter, host, port)
-    bound_host, bound_port = server.server_address[:2]
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    log(f"serve-metrics: serving http://{shown}:{bound_port}/metrics; stop with Ctrl-C or "
-        f"SIGTERM")
-    return server
+    return QuotaExporter(backend.describe, endpoints, lambda: backend.info().node_ids,
+                         timeout=timeout, log=log, lint=lint)
 
 
 def main(argv: list[str], out: TextIO, err: TextIO) -> int:
@@ -142,6 +156,8 @@ def _run(args: argparse.Namespace, err: TextIO) -> int:
     stop = threading.Event()
     previous = stop_on_signals(stop)
     try:
+        if args.all_clusters:
+            return _run_fleet(args, log, stop)
         host, port = listen_address(args)
         with open_backend_from(args) as backend:
             server = start(backend, args, host, port, log, args.scrape_timeout)
@@ -153,6 +169,57 @@ def _run(args: argparse.Namespace, err: TextIO) -> int:
         return 0
     finally:
         restore_signals(previous)
+
+
+def _run_fleet(args: argparse.Namespace, log, stop: threading.Event) -> int:
+    """``--all-clusters``: every cluster of the fleet file in one exporter, each series
+    labelled ``cluster="NAME"``; each cluster with its own store and metrics."""
+    from ..backends.fleet_config import fleet_of_args
+    from ..backends.fleet_read import LazyCluster
+    from ..backends.open import require_sandbox_file
+    from ..telemetry.exporter import FleetExporter, parse_listen
+    from ..telemetry.serving import serve as serve_scrapes
+
+    host, port = parse_listen(args.listen)
+    for flag, value in (("--cluster", args.cluster), ("--bootstrap-server", args.bootstrap_server),
+                        ("--sandbox", args.sandbox), ("--command-config", args.command_config),
+                        ("--metrics", args.metrics),
+                        ("--metrics-template", args.metrics_template)):
+        if value:
+            raise UsageError(f"--all-clusters serves every cluster of the fleet file, each with "
+                             f"its own store and metrics: drop {flag} (or name one cluster "
+                             f"with --cluster NAME).")
+    for flag in ("scrape_timeout", "timeout"):
+        value = getattr(args, flag)
+        if not (math.isfinite(value) and value > 0):
+            raise ParseError(f"--{flag.replace('_', '-')} {value:g}: give a number of seconds "
+                             f"greater than 0.")
+    fleet = fleet_of_args(args)
+    fleet.select(fleet.names()[0] if len(fleet) else None)  # no cluster: a usage error
+    sources = {}
+    for cluster in fleet:
+        if cluster.sandbox:  # serving a mistyped path as an empty quota set hides the typo
+            require_sandbox_file(cluster.sandbox)
+        sources[cluster.name] = LazyCluster(cluster, args.timeout)
+    exporters = {name: exporter_for(source, source.cluster.metrics_arg,
+                                    source.cluster.metrics_template, log, args.scrape_timeout)
+                 for name, source in sources.items()}
+    fleet_exporter = FleetExporter(exporters)
+    try:
+        fleet_exporter.scrape()  # the first read: a cluster down now is named in the log
+        server = serve_scrapes(fleet_exporter.scrape, host, port)
+        log(f"serve-metrics: {len(sources)} clusters ({', '.join(sources)}), each series "
+            f"labelled cluster=\"NAME\"")
+        _serving(server, log)
+        try:
+            stop.wait()
+        finally:
+            server.shutdown()
+            server.server_close()
+    finally:
+        for source in sources.values():
+            source.close()
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,9 +11,11 @@
   pipeline's throttle estimate uses the cluster's own window;
 * a broker or a cluster that does not answer is a gap and one log line when it goes down (and
   one when it is back), never a crash;
-* endpoints are isolated: in :meth:`Collector.run` each is scraped on a thread of its own,
-  on its own deadline (the scrape's ``timeout``), so a slow or hostile endpoint delays
-  neither the others' samples nor the status line; while one is still busy with an earlier
+* endpoints are isolated: in :meth:`Collector.run` they are scraped concurrently, on a
+  bounded pool of daemon threads (at most :data:`~quota_core.telemetry.sweep.MAX_PARALLEL`),
+  each on its own deadline (the scrape's ``timeout``), so a slow or hostile endpoint delays
+  neither the others' samples nor the status line, and a round with many dead endpoints
+  costs about one ``timeout``, not one each; while one is still busy with an earlier
   scrape, its next round is skipped (a gap), never queued;
 * memory is bounded: at most ``max_buffer`` unwritten samples are held while the sink refuses
   writes, the oldest dropped (and counted) beyond that;
@@ -33,8 +35,8 @@ from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
 from ..errors import BackendError, MetricsError, ParseError, QuotaError
-from .schema import snapshot_rows, usage_samples, window_rows
-from .sweep import scrape_endpoint
+from .schema import snapshot_rows, usage_samples, window_rows, with_cluster
+from .sweep import MAX_PARALLEL, scrape_endpoint, sweep_pool
 
 __all__ = ["Endpoint", "parse_endpoints", "Collector", "CollectorStats"]
 
@@ -93,7 +95,8 @@ class Collector:
                  snapshot_every: float = 60.0, flush_every: float = 10.0,
                  status_every: float = 60.0, max_buffer: int = 200_000,
                  log: Callable[[str], None] = print, timeout: float = 5.0,
-                 settings: Callable[[], object] | None = None) -> None:
+                 settings: Callable[[], object] | None = None,
+                 cluster: str | None = None) -> None:
         self.endpoints, self.describe, self.sink, self.scrape = list(endpoints), describe, sink, scrape
         self.scrape_every, self.snapshot_every = scrape_every, snapshot_every
         self.flush_every, self.status_every = flush_every, status_every
@@ -104,16 +107,21 @@ class Collector:
         self._last_ok: dict[str, float] = {}
         self._last_quotas: dict | None = None
         self.settings = settings
+        #: The cluster's name in the fleet file: every row written carries it (``cluster``).
+        self.cluster = cluster
         self._last_windows: list | None = None
         self._settings_down = False
         self._cluster_down = False
 
     # -- one round -------------------------------------------------------------------------
     def scrape_all(self, now: float) -> None:
-        """Scrape every endpoint in turn and record the answers (what :meth:`run` does
-        concurrently, one thread per endpoint)."""
-        for endpoint in self.endpoints:
-            self.record(endpoint, now, _scrape_one(self.scrape, endpoint, self.timeout))
+        """One round: scrape every endpoint at once (on the sweep's bounded pool) and record
+        the answers in the endpoints' order (what :meth:`run` does round after round)."""
+        with sweep_pool(len(self.endpoints)) as pool:
+            answers = list(pool.map(lambda e: _scrape_one(self.scrape, e, self.timeout),
+                                    self.endpoints))
+        for endpoint, answer in zip(self.endpoints, answers):
+            self.record(endpoint, now, answer)
         self.stats.scrapes += 1
 
     def record(self, endpoint: Endpoint, now: float, answer: list | QuotaError) -> None:
@@ -131,7 +139,7 @@ class Collector:
         previous = self._last_ok.get(endpoint.label)
         interval = self.scrape_every if previous is None else now - previous
         self._last_ok[endpoint.label] = now
-        self._usage.extend(usage_samples(answer, ts, interval))
+        self._usage.extend(with_cluster(usage_samples(answer, ts, interval), self.cluster))
         self._bound_buffer()
 
     def snapshot(self, now: float) -> None:
@@ -153,7 +161,8 @@ class Collector:
         if quotas != self._last_quotas or not same_windows:
             if windows is None and self._last_windows is not None:
                 windows = [dict(r, ts=ts) for r in self._last_windows]  # kept: not re-read
-            self._snapshots.extend(snapshot_rows(quotas, ts) + (windows or []))
+            self._snapshots.extend(with_cluster(snapshot_rows(quotas, ts) + (windows or []),
+                                                self.cluster))
             self._last_quotas = quotas
             if windows is not None:
                 self._last_windows = windows
@@ -210,11 +219,12 @@ class Collector:
     def run(self, stop: threading.Event, clock: Callable[[], float] = time.time) -> int:
         """Until ``stop`` is set; then a last flush. 0 when everything was written.
 
-        Each endpoint is scraped by a worker thread of its own; this loop only starts
-        scrapes, records the answers as they arrive (within :data:`_POLL_S`), snapshots,
-        flushes and logs, so it never waits on an endpoint."""
+        The endpoints are scraped on a bounded pool of worker threads (:class:`_Scrapers`);
+        this loop only starts scrapes, records the answers as they arrive (within
+        :data:`_POLL_S`), snapshots, flushes and logs, so it never waits on an endpoint."""
         answers: queue.Queue = queue.Queue()
-        workers = [_Worker(e, self.scrape, self.timeout, answers) for e in self.endpoints]
+        scrapers = _Scrapers(self.scrape, self.timeout, answers,
+                             min(MAX_PARALLEL, max(1, len(self.endpoints))))
         next_scrape = next_snapshot = next_flush = clock()
         next_status = clock() + self.status_every
         try:
@@ -224,8 +234,8 @@ class Collector:
                     self.snapshot(now)
                     next_snapshot = now + self.snapshot_every
                 if now >= next_scrape:
-                    for worker in workers:
-                        worker.start(now)  # a worker still busy skips this round: a gap
+                    for endpoint in self.endpoints:
+                        scrapers.start(endpoint, now)  # one still busy skips this round: a gap
                     self.stats.scrapes += 1
                     next_scrape += self.scrape_every
                     if next_scrape < now:  # a slow round: skip, do not catch up in a burst
@@ -240,8 +250,7 @@ class Collector:
                 wake = min(next_scrape, next_snapshot, next_flush, next_status)
                 stop.wait(min(_POLL_S, max(0.0, wake - clock())))
         finally:
-            for worker in workers:
-                worker.close()
+            scrapers.close()
         self._record_answers(answers)
         ok = self.flush()
         self.log(self.status_line())
@@ -270,35 +279,43 @@ def _scrape_one(scrape: Callable[..., list], endpoint: Endpoint, timeout: float)
                             url=endpoint.url)
 
 
-class _Worker:
-    """Scrapes one endpoint on a daemon thread of its own when :meth:`start` asks it to, and
-    puts ``(endpoint, started, answer)`` on the shared queue."""
+class _Scrapers:
+    """A bounded pool of daemon threads that scrape endpoints when :meth:`start` asks, and
+    put ``(endpoint, started, answer)`` on the shared queue. Daemon threads: a scrape in
+    flight never holds up the exit. An endpoint is never scraped twice at once."""
 
-    def __init__(self, endpoint: Endpoint, scrape: Callable[..., list], timeout: float,
-                 answers: queue.Queue) -> None:
-        self.endpoint, self.scrape, self.timeout, self.answers = endpoint, scrape, timeout, answers
-        self._go: queue.Queue = queue.Queue()
-        self._busy = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True,
-                                        name=f"collect-scrape-{endpoint.label}")
-        self._thread.start()
+    def __init__(self, scrape: Callable[..., list], timeout: float, answers: queue.Queue,
+                 size: int) -> None:
+        self.scrape, self.timeout, self.answers = scrape, timeout, answers
+        self._todo: queue.Queue = queue.Queue()
+        self._busy: set[Endpoint] = set()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._loop, daemon=True,
+                                          name=f"collect-scrape-{i}") for i in range(size)]
+        for thread in self._threads:
+            thread.start()
 
-    def start(self, now: float) -> bool:
-        """Start a scrape stamped ``now``; False (nothing started) while one is in flight."""
-        if self._busy.is_set():
-            return False
-        self._busy.set()
-        self._go.put(now)
+    def start(self, endpoint: Endpoint, now: float) -> bool:
+        """Start a scrape of ``endpoint`` stamped ``now``; False (nothing started) while one
+        of it is queued or in flight."""
+        with self._lock:
+            if endpoint in self._busy:
+                return False
+            self._busy.add(endpoint)
+        self._todo.put((endpoint, now))
         return True
 
     def close(self) -> None:
-        self._go.put(None)
+        for _ in self._threads:
+            self._todo.put(None)
 
     def _loop(self) -> None:
         while True:
-            now = self._go.get()
-            if now is None:
+            item = self._todo.get()
+            if item is None:
                 return
-            answer = _scrape_one(self.scrape, self.endpoint, self.timeout)
-            self.answers.put((self.endpoint, now, answer))
-            self._busy.clear()
+            endpoint, now = item
+            answer = _scrape_one(self.scrape, endpoint, self.timeout)
+            self.answers.put((endpoint, now, answer))
+            with self._lock:
+                self._busy.discard(endpoint)

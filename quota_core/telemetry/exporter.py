@@ -46,7 +46,8 @@ from ..errors import ParseError, QuotaError
 from ..live import BucketUsage, join_usage
 
 __all__ = ["BUCKET_LABELS", "ENTRY_LABELS", "UNIT_OF_KEY", "Health", "QuotaExporter",
-           "families", "label_name", "parse_listen", "serve", "series_count"]
+           "FleetExporter", "CLUSTER_LABEL", "with_cluster", "families", "label_name",
+           "parse_listen", "serve", "series_count"]
 
 #: The unit each quota key is counted in, as Prometheus names units (the value is Kafka's own
 #: number, so a limit series equals the configured quota: request_percentage stays in percent
@@ -199,6 +200,12 @@ class QuotaExporter(_PromCollector):
         self._nodes: tuple[str, ...] = ()
         self._endpoints_last: list = []
 
+    @property
+    def quota_set_read(self) -> bool:
+        """Whether the last scrape read the quota set (False: it served the last one read, or
+        none has been read yet)."""
+        return self._read_at is not None and "quota set" not in self._down
+
     def read_quotas(self) -> None:
         """Read the quota set now (the CLI calls it once at start, so a cluster that cannot be
         read fails the start with its own error)."""
@@ -256,6 +263,58 @@ class QuotaExporter(_PromCollector):
         elif not ok and what not in self._down:
             self._down.add(what)
             self.log(f"serve-metrics: {line}")
+
+
+#: The label ``serve-metrics --all-clusters`` puts first on every series: the cluster's name
+#: in the fleet file (issue 29).
+CLUSTER_LABEL = "cluster"
+
+
+def with_cluster(by_cluster: Mapping[str, Sequence[GaugeMetricFamily]]
+                 ) -> list[GaugeMetricFamily]:
+    """The families of several clusters as one exposition: each family once, every series
+    labelled ``cluster="NAME"`` first, the clusters in the order given. Pure."""
+    docs: dict[str, str] = {}
+    out: dict[str, GaugeMetricFamily] = {}
+    for cluster, fams in by_cluster.items():
+        for fam in fams:
+            docs.setdefault(fam.name, fam.documentation)
+            for sample in fam.samples:
+                merged = out.get(fam.name)
+                if merged is None:  # its labels: the first series' (every series has them)
+                    merged = out[fam.name] = GaugeMetricFamily(
+                        fam.name, docs[fam.name], labels=[CLUSTER_LABEL, *sample.labels])
+                merged.add_metric([cluster, *sample.labels.values()], sample.value)
+    return [out[name] if name in out else GaugeMetricFamily(name, doc, labels=[CLUSTER_LABEL])
+            for name, doc in docs.items()]
+
+
+class FleetExporter:
+    """Every cluster of the fleet in one exporter (``serve-metrics --all-clusters``): each
+    scrape runs every cluster's :class:`QuotaExporter` at once (a thread each, at most
+    :data:`~quota_core.telemetry.sweep.MAX_PARALLEL`), so a dead or slow cluster holds no
+    other back, and serves them as one exposition labelled by cluster (:func:`with_cluster`),
+    with ``quota_console_cluster_up{cluster}``: 1 when that cluster's quota set was read at
+    this scrape."""
+
+    def __init__(self, exporters: Mapping[str, QuotaExporter]) -> None:
+        self.exporters = dict(exporters)
+
+    def scrape(self) -> list[GaugeMetricFamily]:
+        from .sweep import sweep_pool
+
+        def one(exporter: QuotaExporter) -> list[GaugeMetricFamily]:
+            with exporter._lock:
+                return exporter.scrape()
+
+        with sweep_pool(len(self.exporters)) as pool:
+            fams = dict(zip(self.exporters, pool.map(one, self.exporters.values())))
+        up = GaugeMetricFamily(f"{HEALTH}_cluster_up", "1 when the cluster's quota set was "
+                               "read at this scrape, 0 when it could not be (its last one is "
+                               "served).", labels=[CLUSTER_LABEL])
+        for name, exporter in self.exporters.items():
+            up.add_metric([name], 1.0 if exporter.quota_set_read else 0.0)
+        return with_cluster(fams) + [up]
 
 
 #: One label of a host name (RFC 1123): ASCII letters, digits and hyphens, 1 to 63 of them,

@@ -18,6 +18,12 @@ throttle_ms    double     the broker's throttle-time (null when it reported NaN)
 interval_s     double     the seconds this sample stands for
 =============  =========  ==============================================================
 
+**The cluster** (issue 29): ``collect --all-clusters`` also writes a ``cluster`` column (string,
+the cluster's name in the fleet file) on every usage sample and snapshot row. It is the one
+column of :data:`OPTIONAL_COLUMNS`: files written before it, and by a collector of one
+cluster, do not have it (or hold null), and every reader takes a missing one as null, so
+older histories stay readable. Each cluster also writes to a folder of its own.
+
 **Quota snapshots**, the whole quota set at a time: one row per (entity, key) sharing ``ts``;
 ``entity`` is :func:`~quota_core.entities.entity_to_json`'s JSON text (raw names, null for
 the default); an empty quota set is one row whose entity, key and value are null.
@@ -42,7 +48,8 @@ from ..entities import Entity, entity_from_json, entity_to_json
 from ..live import KEY_OF_TYPE, Series, finite, gather
 from ..throttle import DEFAULT_WINDOW, QuotaWindow
 
-__all__ = ["USAGE_COLUMNS", "SNAPSHOT_COLUMNS", "WINDOW_KEYS", "usage_samples", "snapshot_rows",
+__all__ = ["USAGE_COLUMNS", "SNAPSHOT_COLUMNS", "OPTIONAL_COLUMNS", "CLUSTER_COLUMN",
+           "written_columns", "with_cluster", "WINDOW_KEYS", "usage_samples", "snapshot_rows",
            "window_rows", "is_window_row", "SnapshotWindows", "windows_from_rows", "snapshots_to_quotas", "topic_value", "from_topic_value", "iso_utc"]
 
 USAGE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -51,6 +58,26 @@ USAGE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("interval_s", "double"))
 SNAPSHOT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ts", "timestamp"), ("entity", "string"), ("key", "string"), ("value", "double"))
+#: The cluster's name in the fleet file, on rows of ``collect --all-clusters``.
+CLUSTER_COLUMN = "cluster"
+#: Columns the collector writes that a file may lack (read as null): written since issue 29,
+#: after the contract's columns, on both kinds of record.
+OPTIONAL_COLUMNS: tuple[tuple[str, str], ...] = ((CLUSTER_COLUMN, "string"),)
+
+
+def written_columns(kind: str) -> tuple[tuple[str, str], ...]:
+    """Every column the collector writes for ``kind`` (``usage`` or ``quotas``): the
+    contract's, then the optional ones."""
+    return (USAGE_COLUMNS if kind == "usage" else SNAPSHOT_COLUMNS) + OPTIONAL_COLUMNS
+
+
+def with_cluster(rows: list[dict[str, Any]], cluster: str | None) -> list[dict[str, Any]]:
+    """``rows`` with ``cluster`` set on each (unchanged when ``cluster`` is None)."""
+    if cluster is None:
+        return rows
+    for row in rows:
+        row[CLUSTER_COLUMN] = cluster
+    return rows
 
 
 def usage_samples(series: Iterable[Series], ts: datetime, interval_s: float

@@ -14,22 +14,20 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import SinkError
-from .schema import topic_value
+from .schema import topic_value, written_columns
 
 __all__ = ["ParquetSink", "KafkaTopicSink", "open_sink"]
 
 
 def _arrow_schema(kind: str):
+    """The Parquet schema of ``kind`` (``usage`` or ``quotas``), from the one column table
+    (:func:`quota_core.telemetry.schema.written_columns`); a row without an optional column
+    writes null there."""
     import pyarrow as pa
 
-    ts = pa.timestamp("us", tz="UTC")
-    if kind == "usage":
-        return pa.schema([("ts", ts), ("broker", pa.string()), ("quota_type", pa.string()),
-                          ("user", pa.string()), ("client_id", pa.string()),
-                          ("rate", pa.float64()), ("throttle_ms", pa.float64()),
-                          ("interval_s", pa.float64())])
-    return pa.schema([("ts", ts), ("entity", pa.string()), ("key", pa.string()),
-                      ("value", pa.float64())])
+    types = {"timestamp": pa.timestamp("us", tz="UTC"), "string": pa.string(),
+             "double": pa.float64()}
+    return pa.schema([(name, types[kind_]) for name, kind_ in written_columns(kind)])
 
 
 class ParquetSink:
