@@ -19,7 +19,8 @@ from ui.live import feed
 from ui.render import traffic_rows
 from ui.spread import cluster_unread, preview_unread
 from ui.context import context, secrets_dict
-from ui.fleet_page import PROMOTE_PARAM, promotion_source, read_cluster_set
+from ui.fleet_page import (PROMOTE_PARAM, promotion_preview_notes, promotion_source,
+                           read_cluster_set)
 from ui.sidebar import editing_gate, may_apply
 from ui.registry import registry
 from ui.text import code, md
@@ -86,6 +87,8 @@ if st.button("Plan", key="pl_plan_btn", icon=":material/difference:"):
         ss["pl_plan"] = (key, plan, plan_impact(plan, series, ctx.snapshot.known_clients(),
                                                 unread=cluster_unread(frame) if series else ()))
         ss["pl_cluster"] = backend.identity()
+        ss["pl_notes"] = (promotion_preview_notes(promotion, ctx.cluster, backend)
+                          if promotion is not None else [])
     except QuotaError as exc:
         for line in str(exc).splitlines():
             st.error(md(line), icon="✏️")
@@ -120,6 +123,8 @@ if stored is None or stored[0] != key:
     st.caption("Plan reads the cluster fresh and shows what would change; nothing is written.")
     st.stop()
 _, plan, impact = stored
+for note in ss.get("pl_notes") or []:  # a promotion between clusters that differ
+    st.warning(md(note), icon=":material/warning:")
 
 # -- the plan ---------------------------------------------------------------------------------
 st.subheader("Changes")

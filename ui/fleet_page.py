@@ -16,7 +16,8 @@ from .registry import registry
 from .settings import cache_ttl
 
 __all__ = ["fleet_table_rows", "render_rows", "snapshots_of", "fleet_timeout",
-           "promotion_source", "read_cluster_set", "PROMOTE_PARAM", "fleet_resolution"]
+           "promotion_source", "read_cluster_set", "PROMOTE_PARAM", "fleet_resolution",
+           "promotion_preview_notes"]
 
 #: Plan's query parameter naming the cluster whose quota set a promotion copies.
 PROMOTE_PARAM = "from_cluster"
@@ -52,6 +53,28 @@ def promotion_source(ctx) -> ClusterConfig | None:
 def read_cluster_set(cluster: ClusterConfig):
     """The cluster's quota set, described now (a promotion copies what it holds now)."""
     return registry().backend(cluster_spec(cluster)).describe()
+
+
+def promotion_preview_notes(source: ClusterConfig, target: ClusterConfig, target_backend
+                            ) -> list[str]:
+    """What a promotion's preview must say (:func:`quota_core.drift.promotion_notes`): the two
+    clusters run different Kafka versions, or either runs a custom quota callback; and a
+    cluster whose brokers' settings could not be read (its callback is then not known)."""
+    from quota_core.drift import promotion_notes
+
+    from .story import cluster_settings
+
+    backends = {source.name: registry().backend(cluster_spec(source)),
+                target.name: target_backend}
+    versions, callbacks, notes = {}, {}, []
+    for name, backend in backends.items():
+        versions[name] = backend.broker_version()
+        settings = cluster_settings(backend)
+        callbacks[name] = dict(settings.callbacks)
+        if backend.info().kind != "sandbox" and not settings.read:
+            notes.append(f"Cluster {name!r}: whether it runs a custom quota callback is not "
+                         f"known ({settings.source}).")
+    return promotion_notes(source.name, target.name, versions, callbacks) + notes
 
 
 def fleet_timeout(env: Mapping[str, str], secrets: Mapping[str, Any]) -> float:
