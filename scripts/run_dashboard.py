@@ -367,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
             FLEET_CONFIG.parent.mkdir(parents=True, exist_ok=True)
             FLEET_CONFIG.write_text(fleet_toml({
                 "staging": ("Staging (1 broker)", staging),
-                "prod": (f"Prod ({len(prod.node_ids)} brokers)", prod)}))
+                "prod": (f"Prod ({len(prod.node_ids)} broker{'s' if len(prod.node_ids) != 1 else ''})",
+                         prod)}))
             for var in ("QUOTA_BOOTSTRAP_SERVERS", "QUOTA_SANDBOX", "QUOTA_COMMAND_CONFIG",
                         "QUOTA_METRICS", "QUOTA_METRICS_TEMPLATE"):
                 env.pop(var, None)
