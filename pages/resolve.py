@@ -96,9 +96,12 @@ def answer() -> None:
     st.session_state["rs_last"] = dict(query)
     if every and query:
         st.subheader("On every cluster")
-        fleet_rows = fleet_resolution(ctx.fleet, query, dict(os.environ), secrets_dict(),
-                                      fleet_timeout(dict(os.environ), secrets_dict()))
+        fleet_rows, differ = fleet_resolution(ctx.fleet, query, dict(os.environ),
+                                              secrets_dict(),
+                                              fleet_timeout(dict(os.environ), secrets_dict()))
         st.table(pd.DataFrame(fleet_rows).fillna("").style.hide(axis="index"))
+        st.caption(("Differs between the clusters: " + ", ".join(differ) + ".") if differ
+                   else "The same effective quota on every cluster that answered.")
         if ctx.cluster is not None:
             st.subheader(f"On {md(ctx.cluster.display_name)}, in detail")
 

@@ -163,6 +163,8 @@ def test_resolve_on_every_cluster(fleet):
     assert by["staging"]["consumer_byte_rate"].startswith(
         "4 MiB/s — {user=alice, client-id=checkout-api}")
     assert by["Production"]["consumer_byte_rate"] == "unlimited (no entry)"
+    assert "Differs between the clusters: producer_byte_rate, consumer_byte_rate." in \
+        texts(at.caption)
 
 
 # -- Drift and the promotion ------------------------------------------------------------------------
@@ -251,3 +253,13 @@ def test_without_a_fleet_file_the_one_cluster_is_default(fleet, monkeypatch):
     assert "cluster" not in at.query_params
     assert not [s for s in at.sidebar.selectbox if s.key == "fleet_cluster"]
     assert "3 quota entries" in " ".join(texts(at.sidebar.success))
+
+
+def test_throttled_count_is_never_a_false_all_clear():
+    from ui.fleet import throttled_count
+    from ui.live import Down, Frame
+
+    assert throttled_count(None, {}) == "unknown (no scrape yet)"
+    partial = Frame(0.0, (), {"h:1": "refused"}, (Down("h:1", "refused", None),))
+    assert throttled_count(partial, {}) == "unknown (1 of the metrics endpoints not read)"
+    assert throttled_count(Frame(0.0, ()), {}) == "0"

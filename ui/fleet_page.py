@@ -237,9 +237,10 @@ def _remembered_failure(cluster: ClusterConfig) -> str | None:
 
 
 def fleet_resolution(fleet: Fleet, query: Mapping[str, str], env, secrets,
-                     timeout_s: float) -> list[dict[str, str]]:
+                     timeout_s: float) -> tuple[list[dict[str, str]], list[str]]:
     """Resolve one client on every cluster: one row per cluster (in the fleet's order), each
-    key's winning value and the entry that sets it, or why the cluster could not be read."""
+    key's winning value and the entry that sets it, or why the cluster could not be read; and
+    the keys whose effective value differs between the clusters that answered."""
     import time
 
     from quota_core import resolve, resolve_ip
@@ -247,7 +248,7 @@ def fleet_resolution(fleet: Fleet, query: Mapping[str, str], env, secrets,
     from .fleet import winner_text
     from .render import KEY_ORDER
 
-    reg, rows = registry(), {}
+    reg, rows, values = registry(), {}, {}
     ask = []
     for cluster in fleet:
         failed = _remembered_failure(cluster)
@@ -273,5 +274,7 @@ def fleet_resolution(fleet: Fleet, query: Mapping[str, str], env, secrets,
         for key in KEY_ORDER:
             if key in res.keys:
                 row[key] = winner_text(res.keys[key])
+                values.setdefault(key, set()).add(res.keys[key].value)
         rows[cluster.name] = row
-    return [rows[c.name] for c in fleet if c.name in rows]
+    differ = [k for k in KEY_ORDER if len(values.get(k, ())) > 1]
+    return [rows[c.name] for c in fleet if c.name in rows], differ
