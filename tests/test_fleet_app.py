@@ -263,3 +263,20 @@ def test_throttled_count_is_never_a_false_all_clear():
     partial = Frame(0.0, (), {"h:1": "refused"}, (Down("h:1", "refused", None),))
     assert throttled_count(partial, {}) == "unknown (1 of the metrics endpoints not read)"
     assert throttled_count(Frame(0.0, ()), {}) == "0"
+
+
+def test_drift_with_a_dead_cluster_names_it(fleet):
+    at = run_app("pages/drift.py", secrets=with_dead(fleet))
+    at.selectbox(key="dr_b").select("dead").run()
+    errors = " ".join(texts(at.error))
+    assert "Cluster 'dead' cannot be read: Cannot reach the Kafka cluster" in errors, errors
+    assert not at.table
+
+
+def test_a_malformed_fleet_file_is_named_not_a_traceback(fleet, monkeypatch, tmp_path):
+    bad = tmp_path / "fleet.toml"
+    bad.write_text('[clusters.prod]\nbootstrap_servers = "a:1"\nbootstrap_server = "b:1"\n')
+    monkeypatch.setenv("QUOTA_CONFIG", str(bad))
+    at = run_app("pages/fleet.py")
+    shown = " ".join(alerts(at))
+    assert "The fleet's configuration cannot be used" in shown and "bootstrap_server" in shown
