@@ -280,3 +280,11 @@ def test_a_malformed_fleet_file_is_named_not_a_traceback(fleet, monkeypatch, tmp
     at = run_app("pages/fleet.py")
     shown = " ".join(alerts(at))
     assert "The fleet's configuration cannot be used" in shown and "bootstrap_server" in shown
+
+
+def test_history_is_the_picked_clusters_own(fleet, monkeypatch, tmp_path):
+    monkeypatch.setenv("QUOTA_HISTORY_DIR", str(tmp_path / "console-history"))
+    fleet["clusters"]["staging"]["history_dir"] = str(tmp_path / "staging-history")
+    at = run_app("pages/history.py", secrets=fleet, query={"cluster": "staging"})
+    shown = " ".join(alerts(at) + texts(at.caption) + texts(at.markdown))
+    assert "staging-history" in shown and "console-history" not in shown, shown
