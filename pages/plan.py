@@ -196,7 +196,9 @@ if st.button("Apply", key="pl_apply", type="primary", icon=":material/done_all:"
                            backend.identity(), ctx.spec.location, "This plan")
         done = apply_changes(backend, plan.alterations, plan.base, actor=ctx.operator,
                              cluster=ctx.cluster_fields(), audit=ctx.audit, action="apply",
-                             extra={"via": "dashboard plan", "source": plan.source},
+                             extra={"via": "dashboard plan", "source": plan.source,
+                                    **({"promoted_from": promotion.name}
+                                       if promotion is not None else {})},
                              precheck=unchanged_since_plan)
     except AlreadyApplied:
         ss.pop("pl_plan", None)

@@ -204,6 +204,7 @@ def test_drift_and_plan_this_promotion(fleet):
     # The audit records name the fleet's cluster; the Fleet page shows who changed it last.
     records = AuditLog(os.environ["QUOTA_AUDIT_LOG"]).read()
     assert {r.cluster.get("name") for r in records} == {"prod"}
+    assert {r.extra.get("promoted_from") for r in records} == {"staging"}
     at = run_app("pages/fleet.py", secrets=fleet)
     rows = {r["cluster"]: r for r in at.table[0].value.to_dict("records")}
     assert rows["prod"]["by"] == "jdoe" and rows["staging"]["by"] == "—"
