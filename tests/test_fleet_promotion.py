@@ -57,6 +57,7 @@ def test_a_pruned_promotion_makes_the_target_equal_the_source(fleet, tmp_path):
                "--against", "prod")[0] == 0
     records = AuditLog(tmp_path / "audit.jsonl").read()
     assert records and {r.cluster["name"] for r in records} == {"prod"}
+    assert {r.extra.get("promoted_from") for r in records} == {"staging"}
 
 
 def test_without_prune_the_target_keeps_what_the_source_lacks(fleet, tmp_path):
@@ -97,3 +98,14 @@ def test_a_source_that_cannot_be_read_is_named(fleet, tmp_path):
     code, out, err = _plan(fleet)
     assert code == 1 and out == ""
     assert err.startswith("kafka-client-quotas plan: error: cluster staging: No sandbox file"), err
+
+
+def test_a_promotion_refused_on_drift_says_how_to_make_it_again(fleet, tmp_path):
+    plan_file = tmp_path / "plan.json"
+    _plan(fleet, "--out", str(plan_file))
+    run("--sandbox", str(tmp_path / "prod.sqlite"), "--alter", "--user", "new",
+        "--add", "producer_byte_rate=1000")  # prod moves after the plan
+    code, _, err = run("apply", str(plan_file), "--config", str(fleet), "--cluster", "prod")
+    assert code == 1 and "refused: the quota set changed since" in err
+    assert (f"plan --from-cluster staging --config {fleet} --cluster prod --out {plan_file}"
+            in err), err

@@ -235,6 +235,15 @@ def _plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return exit_code("plan", exc)
 
 
+def _promoted_from(doc: dict) -> dict:
+    """A promotion's source cluster, for the audit records of its apply."""
+    promotion = doc.get("promotion")
+    source = promotion.get("from") if isinstance(promotion, dict) else None
+    if isinstance(source, dict) and isinstance(source.get("name"), str):
+        return {"promoted_from": source["name"]}
+    return {}
+
+
 def _where_flags(args: argparse.Namespace) -> str:
     cluster = getattr(args, "fleet_cluster", None)
     if cluster is not None:
@@ -342,7 +351,8 @@ def _apply(args: argparse.Namespace, out: TextIO, err: TextIO, read: list[bool])
                 done = apply_changes(backend, plan.alterations, plan.base, actor=actor,
                                      cluster=store_fields(backend), audit=audit,
                                      action="apply",
-                                     extra={"via": "cli apply", "plan": str(path)},
+                                     extra={"via": "cli apply", "plan": str(path),
+                                            **_promoted_from(doc)},
                                      lease_wait_s=args.timeout, precheck=unchanged_since_plan,
                                      target=target,
                                      progress=lambda line: err.write(f"{prefix}: {line}\n"))
@@ -360,7 +370,9 @@ def _apply(args: argparse.Namespace, out: TextIO, err: TextIO, read: list[bool])
                       f"{format_key_change(change.key, change.before, change.after)}\n")
         if len(drift) > 50:
             err.write(f"  … and {len(drift) - 50} more\n")
-        err.write(f"Make a new plan ({PROG} plan FILE {_where_flags(args)} --out "
+        desired = _promoted_from(doc).get("promoted_from")
+        desired = f"--from-cluster {desired}" if desired else "FILE"
+        err.write(f"Make a new plan ({PROG} plan {desired} {_where_flags(args)} --out "
                   f"{path}), check it, and apply that.\n")
         return FAILURE  # refused: a result of the drift check, not an error class
     return _report_apply(done, plan, args, audit, actor, out, err)

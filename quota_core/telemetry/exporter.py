@@ -304,8 +304,7 @@ class FleetExporter:
         from .sweep import sweep_pool
 
         def one(exporter: QuotaExporter) -> list[GaugeMetricFamily]:
-            with exporter._lock:
-                return exporter.scrape()
+            return list(exporter.collect())  # one scrape, under that exporter's lock
 
         with sweep_pool(len(self.exporters)) as pool:
             fams = dict(zip(self.exporters, pool.map(one, self.exporters.values())))
