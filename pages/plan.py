@@ -29,7 +29,8 @@ ctx = context()
 st.title("Plan a promotion" if st.query_params.get(PROMOTE_PARAM) else "Plan from a file")
 # A plan only reads: the editor's name is asked for where it is applied.
 editing_gate(ctx, sign_in_key="sign_in_plan", to_read=True)
-st.caption(f"Compare a desired quota set (an `--export` file, edited) with "
+st.caption(("Compare another cluster's quota set" if st.query_params.get(PROMOTE_PARAM)
+            else "Compare a desired quota set (an `--export` file, edited)") + " with "
            f"**{md(ctx.spec.label)}** ({code(ctx.spec.location)}); nothing is written until "
            f"you apply it" + (f" as **{md(ctx.operator)}**" if ctx.operator else ", under your name")
            + f", recorded in the audit log ({code(str(ctx.audit.path))}).")
