@@ -9,6 +9,7 @@ from quota_core.domain import FORMULA_NOTE, entity_to_json
 from quota_core.errors import FilterError
 from quota_core.domain import QUOTA_KEYS, LADDER
 from ui.charts import byte_rate_box, byte_rate_table_html, level_bar, level_bars_html
+from ui.fleet import CLUSTER_PARAM
 from ui.context import context
 from ui.text import code, md
 
@@ -128,6 +129,8 @@ def view() -> None:
             wanted[param] = value
     current = {k: (st.query_params.get_all(k) if k == "levels" else st.query_params[k])
                for k in st.query_params}
+    if CLUSTER_PARAM in current:  # the cluster shown stays in the address
+        wanted[CLUSTER_PARAM] = current[CLUSTER_PARAM]
     if current != wanted:
         st.query_params.from_dict(wanted)
     page = shown

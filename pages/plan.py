@@ -18,15 +18,17 @@ from ui.live import feed
 from ui.render import traffic_rows
 from ui.spread import cluster_unread, preview_unread
 from ui.context import context, secrets_dict
+from ui.fleet_page import PROMOTE_PARAM, promotion_preview_notes, promotion_source, read_cluster_set
 from ui.sidebar import editing_gate, may_apply
 from ui.registry import registry
 from ui.text import code, md
 
 ctx = context()
-st.title("Plan from a file")
+st.title("Plan a promotion" if st.query_params.get(PROMOTE_PARAM) else "Plan from a file")
 # A plan only reads: the editor's name is asked for where it is applied.
 editing_gate(ctx, sign_in_key="sign_in_plan", to_read=True)
-st.caption(f"Compare a desired quota set (an `--export` file, edited) with "
+st.caption(("Compare another cluster's quota set" if st.query_params.get(PROMOTE_PARAM)
+            else "Compare a desired quota set (an `--export` file, edited)") + " with "
            f"**{md(ctx.spec.label)}** ({code(ctx.spec.location)}); nothing is written until "
            f"you apply it" + (f" as **{md(ctx.operator)}**" if ctx.operator else ", under your name")
            + f", recorded in the audit log ({code(str(ctx.audit.path))}).")
@@ -36,25 +38,36 @@ fix = st.query_params.get("fix")  # a fix from the Health page (ui.health.fix_li
 if fix and ss.get("pl_fix_seen") != fix:
     ss["pl_text"], ss["pl_fix_seen"] = fix, fix
 
-# -- the desired file ---------------------------------------------------------------------------
-with st.container(border=True):
-    upload = st.file_uploader("Desired quota file (.yaml, .yml or .json)",
-                              type=["yaml", "yml", "json"], key="pl_upload")
-    st.text_area("…or paste it here", key="pl_text", height=160,
-                 placeholder="format: quota-console/1\nentries:\n- entity: {user: alice}\n"
-                             "  quotas: {producer_byte_rate: 2097152}")
-    st.toggle("Prune: also remove entries the file does not have", key="pl_prune",
-              help="Off: entries the file does not mention are listed as unmanaged and left "
-                   "as they are.")
-
-if upload is not None:
-    source, raw = upload.name, upload.getvalue()
+# -- the desired file (or, from the Drift page, another cluster's quota set) ------------------
+promotion = promotion_source(ctx)
+if promotion is not None:
+    with st.container(border=True):
+        st.markdown(f"**Promotion:** make **{md(ctx.cluster.display_name)}** "
+                    f"({code(ctx.cluster.name)}) hold exactly the quota set of "
+                    f"**{md(promotion.display_name)}** ({code(promotion.name)}), as read when "
+                    f"you press Plan. Entries {md(promotion.name)} does not have are removed "
+                    f"(prune), so the two sets are equal after the apply.")
+    source, raw = f"cluster {promotion.name}", b""
+    ss["pl_prune"] = True
 else:
-    source, raw = "pasted text", str(ss.get("pl_text") or "").encode("utf-8")
-if not raw.strip():
-    st.info("Upload or paste a quota file: `kafka-client-quotas --export yaml` (or Browse's "
-            "export) gives one to edit.")
-    st.stop()
+    with st.container(border=True):
+        upload = st.file_uploader("Desired quota file (.yaml, .yml or .json)",
+                                  type=["yaml", "yml", "json"], key="pl_upload")
+        st.text_area("…or paste it here", key="pl_text", height=160,
+                     placeholder="format: quota-console/1\nentries:\n- entity: {user: alice}\n"
+                                 "  quotas: {producer_byte_rate: 2097152}")
+        st.toggle("Prune: also remove entries the file does not have", key="pl_prune",
+                  help="Off: entries the file does not mention are listed as unmanaged and "
+                       "left as they are.")
+
+    if upload is not None:
+        source, raw = upload.name, upload.getvalue()
+    else:
+        source, raw = "pasted text", str(ss.get("pl_text") or "").encode("utf-8")
+    if not raw.strip():
+        st.info("Upload or paste a quota file: `kafka-client-quotas --export yaml` (or Browse's "
+                "export) gives one to edit.")
+        st.stop()
 # The plan is bound to the cluster it was made on: another cluster picked since is another key.
 key = (source, raw, bool(ss.get("pl_prune")), ctx.spec.location)
 
@@ -62,15 +75,19 @@ if st.button("Plan", key="pl_plan_btn", icon=":material/difference:"):
     ss.pop("pl_result", None)
     ss.pop("pl_conflict", None)
     try:
-        desired = read_quota_upload(raw, source)  # as lint, plan and --import read a file
+        desired = (read_cluster_set(promotion) if promotion is not None
+                   else read_quota_upload(raw, source))  # as lint, plan and --import read a file
         current = backend.describe()
-        plan = make_plan(current, desired, prune=bool(ss.get("pl_prune")))
+        plan = make_plan(current, desired, prune=bool(ss.get("pl_prune")),
+                         source=source if promotion is not None else None)
         live, _ = feed(secrets_dict())
         frame = live.latest() if live is not None else None
         series = list(frame.series) if frame is not None else None
         ss["pl_plan"] = (key, plan, plan_impact(plan, series, ctx.snapshot.known_clients(),
                                                 unread=cluster_unread(frame) if series else ()))
         ss["pl_cluster"] = backend.identity()
+        ss["pl_notes"] = (promotion_preview_notes(promotion, ctx.cluster, backend)
+                          if promotion is not None else [])
     except QuotaError as exc:
         for line in str(exc).splitlines():
             st.error(md(line), icon="✏️")
@@ -105,6 +122,8 @@ if stored is None or stored[0] != key:
     st.caption("Plan reads the cluster fresh and shows what would change; nothing is written.")
     st.stop()
 _, plan, impact = stored
+for note in ss.get("pl_notes") or []:  # a promotion between clusters that differ
+    st.warning(md(note), icon=":material/warning:")
 
 # -- the plan ---------------------------------------------------------------------------------
 st.subheader("Changes")
@@ -176,7 +195,9 @@ if st.button("Apply", key="pl_apply", type="primary", icon=":material/done_all:"
                            backend.identity(), ctx.spec.location, "This plan")
         done = apply_changes(backend, plan.alterations, plan.base, actor=ctx.operator,
                              cluster=ctx.cluster_fields(), audit=ctx.audit, action="apply",
-                             extra={"via": "dashboard plan", "source": plan.source},
+                             extra={"via": "dashboard plan", "source": plan.source,
+                                    **({"promoted_from": promotion.name}
+                                       if promotion is not None else {})},
                              precheck=unchanged_since_plan)
     except AlreadyApplied:
         ss.pop("pl_plan", None)

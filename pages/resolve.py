@@ -4,6 +4,9 @@ The URL carries the query (``?user=alice&client_id=checkout-api`` or ``?ip=10.0.
 a link to this page answers the question for whoever opens it.
 """
 
+import os
+
+import pandas as pd
 import streamlit as st
 
 from quota_core import estimate_throttle, explain_key, parse_quota_value, resolve, resolve_ip
@@ -12,7 +15,9 @@ from quota_core.domain import (CLIENT_ID, USER, entity_to_json, shadow_note_part
 from quota_core.errors import QuotaError
 from ui.render import KEY_ORDER, answers_html, entity_text, ladder_html
 from ui.live_panel import live_panel
-from ui.context import context
+from ui.context import context, secrets_dict
+from ui.fleet import CLUSTER_PARAM
+from ui.fleet_page import fleet_resolution, fleet_timeout
 from ui.brokers import settings_warnings
 from ui.story import notes_html, sentences_html, shared_verdicts
 from quota_core.throttling import client_story
@@ -26,6 +31,8 @@ st.caption("Which quota does a client get, which entry sets it, and who shares i
 # -- the query: from the URL, else the last one asked in this session ------------------------
 # Widget state is dropped when another page runs, so the last query is kept separately.
 qp = st.query_params
+#: ``?every=1``: the answer on every cluster of the fleet too (a shareable link).
+EVERY_PARAM = "every"
 last = st.session_state.setdefault("rs_last", {})
 
 
@@ -41,9 +48,12 @@ def _example(quotas) -> dict[str, str]:
     return {"user": users[0], "client_id": "app"} if users else {}
 
 
-seed = dict(qp) if any(k in qp for k in ("user", "client_id", "ip")) else last
+seed = ({k: v for k, v in qp.items() if k in ("user", "client_id", "ip")}
+        if any(k in qp for k in ("user", "client_id", "ip")) else last)
 if not seed and ctx.connected:
     seed = _example(ctx.snapshot.quotas)
+if EVERY_PARAM in qp and "rs_every" not in st.session_state:
+    st.session_state["rs_every"] = qp.get(EVERY_PARAM) == "1"
 if not any(k in st.session_state for k in ("rs_user", "rs_client", "rs_ip")):
     st.session_state["rs_mode"] = "IP address" if seed.get("ip") else "User / client id"
     st.session_state["rs_user"] = seed.get("user", "")
@@ -72,10 +82,26 @@ def answer() -> None:
                                   help="The client.id the application sets.")
         ip = ""
         query = {k: v for k, v in (("user", user), ("client_id", client_id)) if v}
-    # Keep the URL in step with the query, so it can be shared.
-    if dict(st.query_params) != query:
-        st.query_params.from_dict(query)
+    every = ctx.fleet is not None and len(ctx.fleet) > 1 and st.toggle(
+        "On every cluster", key="rs_every",
+        help="Resolve this client on every cluster of the fleet at once: one line per "
+             "cluster, each key's value and the entry that sets it.")
+    # Keep the URL in step with the query (and the cluster shown), so it can be shared.
+    shown = {**query, **{k: st.query_params[k] for k in (CLUSTER_PARAM,) if k in st.query_params},
+             **({EVERY_PARAM: "1"} if every else {})}
+    if dict(st.query_params) != shown:
+        st.query_params.from_dict(shown)
     st.session_state["rs_last"] = dict(query)
+    if every and query:
+        st.subheader("On every cluster")
+        fleet_rows, differ = fleet_resolution(ctx.fleet, query, dict(os.environ),
+                                              secrets_dict(),
+                                              fleet_timeout(dict(os.environ), secrets_dict()))
+        st.table(pd.DataFrame(fleet_rows).fillna("").style.hide(axis="index"))
+        st.caption(("Differs between the clusters: " + ", ".join(differ) + ".") if differ
+                   else "The same effective quota on every cluster that answered.")
+        if ctx.cluster is not None:
+            st.subheader(f"On {md(ctx.cluster.display_name)}, in detail")
 
     if not ctx.connected:
         st.info("Not connected to a cluster: see the message above.",

@@ -13,7 +13,7 @@ from quota_core.throttling import throttled_rows, changed_lately, recent_changes
 from quota_core.domain import format_quota, format_rate, plural, quota_changed, verb
 from ui.charts import utilisation_bar
 from ui.coverage import unwatched_warnings
-from ui.live import ended_ago, feed, frame_unread, held_rows
+from ui.live import ended_ago, feed, fleet_metrics_hint, frame_unread, held_rows
 from ui.render import entity_text
 from ui.spread import show_bucket_spreads
 from ui.context import context, secrets_dict
@@ -28,6 +28,9 @@ st.caption("Every bucket a broker throttles right now, or that runs near its quo
 live, problem = feed(secrets_dict())
 if problem:
     st.error(problem, icon=":material/error:")
+    st.stop()
+if live is None and fleet_metrics_hint():
+    st.info(md(fleet_metrics_hint()), icon=":material/sensors_off:")
     st.stop()
 if live is None:
     st.info("No metrics endpoints are configured, so live throttling cannot be shown. Set "

@@ -4,6 +4,7 @@
     python scripts/run_dashboard.py --sandbox demo.sqlite  # a sandbox file instead
     python scripts/run_dashboard.py --port 8600 --broker-dir /tmp/qc-broker
     python scripts/run_dashboard.py --brokers 1            # one broker, whatever the machine
+    python scripts/run_dashboard.py --fleet                # two clusters: staging and prod
 
 Which backend:
 
@@ -22,6 +23,11 @@ With a demo backend (2 or 3) it also writes a 48-hour demo usage history that en
 the cluster's own node ids and with the quota set it holds (``pipeline.demo_history``), and
 analyses it with Spark in the background.
 
+4. ``--fleet``: two local clusters at once, a 1-broker "staging" (in
+   ``.cache/local-broker-staging``) and the demo's "prod" (3., with its load), seeded with
+   different quota sets (:func:`staging_quotas`), and the fleet file naming both written to
+   ``.cache/fleet-demo.toml`` (:func:`fleet_toml`) and given to the app as ``QUOTA_CONFIG``.
+
 Then it runs ``streamlit run app.py`` on 127.0.0.1, passing the choice to the app through
 environment variables (see ui/settings.py), and waits. Ctrl-C (or SIGTERM) stops the
 dashboard, the demo load, and the local broker if this run started it (a broker that was
@@ -38,6 +44,7 @@ import sys
 import tomllib
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -65,6 +72,8 @@ def configured_cluster(env: dict[str, str], secrets_path: Path) -> str | None:
 
     The same rules the app uses (ui.settings.connections), so `make run` never starts a
     local broker for a dashboard that would then open another cluster."""
+    if env.get("QUOTA_CONFIG"):
+        return f"QUOTA_CONFIG={env['QUOTA_CONFIG']}"
     secrets: dict = {}
     if secrets_path.is_file():
         try:
@@ -135,12 +144,12 @@ def metrics_setting(urls: list[str]) -> str:
     return ",".join(urls)
 
 
-def seed_if_empty(backend: QuotaBackend, where: str) -> None:
-    """Put the demo quotas in ``backend`` when it holds none."""
+def seed_if_empty(backend: QuotaBackend, where: str, quotas=None) -> None:
+    """Put the demo quotas (or ``quotas``) in ``backend`` when it holds none."""
     if backend.describe():
         say(f"{where} already holds quotas: not seeding")
         return
-    demo = demo_quotas()
+    demo = demo_quotas() if quotas is None else quotas
     outcome = checked_alter(backend, [Alteration.of(e, set=q) for e, q in demo.items()])
     if not outcome.ok:
         raise SystemExit("run_dashboard: seeding the demo quotas failed: " + "; ".join(
@@ -214,9 +223,102 @@ def demo_history(env: dict[str, str], node_ids: list[int], quotas) -> list[subpr
     return [proc]
 
 
+class LocalRun(NamedTuple):
+    """A local cluster this script uses: its bootstrap list, one metrics URL per broker, the
+    admin's client properties file, its node ids, and the command that stops it (None when
+    it was already running: it is left running)."""
+
+    bootstrap: str
+    metrics: list[str]
+    admin_config: Path
+    node_ids: list[int]
+    stop: list[str] | None
+
+
+def start_local(broker_dir_arg: Path | None, brokers: int | None) -> LocalRun:
+    """Start (or attach to) the local cluster in ``broker_dir_arg`` (localkafka's default
+    folder when None) with ``brokers`` brokers (None: what the machine holds)."""
+    # A separate `localkafka up` process starts the broker and exits, so the broker is
+    # nobody's child here: streamlit (exec'd below) would never reap it when it stops.
+    dir_args = ["--dir", str(broker_dir_arg)] if broker_dir_arg else []
+    broker_dir = (broker_dir_arg or REPO / ".cache" / "local-broker").resolve()
+    was_running = subprocess.run([sys.executable, "-m", "localkafka", "status",
+                                  *dir_args], cwd=REPO, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL).returncode == 0
+    if was_running:  # use it as it is, whatever its size
+        count = len(node_ids_of(attach_local(broker_dir)))
+        say(f"a local cluster of {count} broker{'s' if count > 1 else ''} is already "
+            f"running from {broker_dir}: using it")
+    else:
+        count = broker_count(brokers)
+    up = [sys.executable, "-m", "localkafka", "up", "--sasl", "--brokers", str(count)]
+    done = subprocess.run(up + dir_args, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise SystemExit(f"run_dashboard: could not start the local broker "
+                         f"({' '.join(up[1:])} exited {done.returncode}; see above)")
+    bootstrap, metrics = read_up(done.stdout)
+    local = attach_local(broker_dir)
+    node_ids = node_ids_of(local)
+    say(f"local {'cluster' if len(node_ids) > 1 else 'broker'} on {bootstrap} "
+        f"(node id{'s' if len(node_ids) > 1 else ''} "
+        f"{', '.join(map(str, node_ids))}) " + (
+            "(Ctrl-C stops it)" if not was_running else
+            "(already running: left running on exit; stop it with make kafka-down)"))
+    admin_config = broker_dir / "admin.properties"
+    # The admin's SCRAM password goes into a 0600 file, never onto a command line.
+    local.write_command_config(admin_config)
+    return LocalRun(bootstrap, metrics, admin_config, node_ids,
+                    None if was_running else [sys.executable, "-m", "localkafka", "down",
+                                              *dir_args])
+
+
+#: Where ``--fleet`` keeps the staging cluster (one broker) and the config file it writes.
+STAGING_DIR = REPO / ".cache" / "local-broker-staging"
+FLEET_CONFIG = REPO / ".cache" / "fleet-demo.toml"
+
+
+def staging_quotas():
+    """The staging cluster's demo quotas: prod's (``demo_quotas``) with a few changes being
+    tried, so the Drift page has something to show and to promote."""
+    from quota_core.domain.entities import Entity
+
+    e, quotas = Entity.of, dict(demo_quotas())
+    quotas[e(user="alice")] = {**quotas[e(user="alice")], "producer_byte_rate": 4 * 1024 * 1024}
+    quotas[e(client_id="mobile-gateway")] = {"producer_byte_rate": 1024 * 1024}
+    quotas[e(user="svc-canary")] = {"producer_byte_rate": 1024 * 1024,
+                                    "request_percentage": 25.0}
+    del quotas[e(user="CN=etl,OU=data")]
+    return quotas
+
+
+def fleet_toml(clusters: dict[str, tuple[str, "LocalRun"]]) -> str:
+    """The fleet file ``--fleet`` writes: one ``[clusters.NAME]`` table per local cluster
+    (``NAME -> (label, run)``), with its admin's properties file (never the password
+    itself) and its brokers' metrics endpoints."""
+    import json
+
+    lines = ["# Written by `make run ARGS=\"--fleet\"` (scripts/run_dashboard.py): the two",
+             "# local clusters of the fleet demo. The dashboard reads it through QUOTA_CONFIG;",
+             "# the CLI takes it with --config (kafka-client-quotas --config FILE --cluster NAME).",
+             ""]
+    for name, (label, run) in clusters.items():
+        lines += [f"[clusters.{name}]",
+                  f"label = {json.dumps(label)}",
+                  f"bootstrap_servers = {json.dumps(run.bootstrap)}",
+                  f"command_config = {json.dumps(str(run.admin_config))}"]
+        if run.metrics:
+            lines.append("metrics = [" + ", ".join(json.dumps(u) for u in run.metrics) + "]")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sandbox", type=Path, help="run on this sandbox file")
+    parser.add_argument("--fleet", action="store_true",
+                        help="two local clusters, a 1-broker staging and the 3-broker prod "
+                             f"demo, with different quotas; the fleet file is written to "
+                             f"{FLEET_CONFIG.relative_to(REPO)}")
     parser.add_argument("--port", type=int, default=int(os.environ.get("QUOTA_PORT", "8501")))
     parser.add_argument("--no-seed", action="store_true", help="never seed demo quotas")
     parser.add_argument("--no-load", action="store_true",
@@ -228,11 +330,13 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="N", help="brokers of the local cluster, 1 to 5 (default: 3 "
                         "when the machine holds them, else 1)")
     args = parser.parse_args(argv)
+    if args.fleet and args.sandbox:
+        parser.error("--fleet starts two local clusters: leave out --sandbox")
     env = dict(os.environ)
     secrets_path = REPO / ".streamlit" / "secrets.toml"
-    demo = bool(args.sandbox) or not configured_cluster(env, secrets_path)
+    demo = bool(args.sandbox) or args.fleet or not configured_cluster(env, secrets_path)
     children: list[subprocess.Popen] = []
-    started_broker: list[str] | None = None
+    stops: list[list[str]] = []
     node_ids: list[int] = list(SANDBOX_NODES)
     quotas: dict = {}
 
@@ -246,40 +350,45 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.no_seed:
                     seed_if_empty(backend, str(path))
                 quotas = backend.describe()
+        elif args.fleet:
+            prod = start_local(args.broker_dir, args.brokers)
+            staging = start_local(STAGING_DIR, 1)
+            stops += [r.stop for r in (staging, prod) if r.stop]
+            for run, name, wanted in ((prod, "prod", demo_quotas()),
+                                      (staging, "staging", staging_quotas())):
+                with open_backend(bootstrap_servers=run.bootstrap,
+                                  command_config=str(run.admin_config)) as backend:
+                    if not args.no_seed:
+                        seed_if_empty(backend, f"the {name} cluster {run.bootstrap}",
+                                      wanted)
+                    if name == "prod":
+                        quotas = backend.describe()
+            node_ids = prod.node_ids
+            FLEET_CONFIG.parent.mkdir(parents=True, exist_ok=True)
+            FLEET_CONFIG.write_text(fleet_toml({
+                "staging": ("Staging (1 broker)", staging),
+                "prod": (f"Prod ({len(prod.node_ids)} broker{'s' if len(prod.node_ids) != 1 else ''})",
+                         prod)}))
+            for var in ("QUOTA_BOOTSTRAP_SERVERS", "QUOTA_SANDBOX", "QUOTA_COMMAND_CONFIG",
+                        "QUOTA_METRICS", "QUOTA_METRICS_TEMPLATE"):
+                env.pop(var, None)
+            env["QUOTA_CONFIG"] = str(FLEET_CONFIG)
+            say(f"fleet of two: staging on {staging.bootstrap}, prod on {prod.bootstrap}; "
+                f"the fleet file is {FLEET_CONFIG} (QUOTA_CONFIG)")
+            if not args.no_load:
+                children.append(subprocess.Popen(
+                    [sys.executable, str(REPO / "scripts" / "demo_load.py"),
+                     *(["--broker-dir", str(args.broker_dir)] if args.broker_dir else [])],
+                    cwd=REPO))
+                say("demo load started on prod: " + load_story(node_ids))
         elif (where := configured_cluster(env, REPO / ".streamlit" / "secrets.toml")):
             say(f"using the configured cluster ({where})")
         else:
-            # A separate `localkafka up` process starts the broker and exits, so the broker is
-            # nobody's child here: streamlit (exec'd below) would never reap it when it stops.
-            dir_args = ["--dir", str(args.broker_dir)] if args.broker_dir else []
-            broker_dir = (args.broker_dir or REPO / ".cache" / "local-broker").resolve()
-            was_running = subprocess.run([sys.executable, "-m", "localkafka", "status",
-                                          *dir_args], cwd=REPO, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL).returncode == 0
-            if was_running:  # use it as it is, whatever its size
-                count = len(node_ids_of(attach_local(broker_dir)))
-                say(f"a local cluster of {count} broker{'s' if count > 1 else ''} is already "
-                    f"running from {broker_dir}: using it")
-            else:
-                count = broker_count(args.brokers)
-            up = [sys.executable, "-m", "localkafka", "up", "--sasl", "--brokers", str(count)]
-            done = subprocess.run(up + dir_args, stdout=subprocess.PIPE, text=True, cwd=REPO)
-            if done.returncode != 0 or not done.stdout.strip():
-                raise SystemExit(f"run_dashboard: could not start the local broker "
-                                 f"({' '.join(up[1:])} exited {done.returncode}; see above)")
-            bootstrap, metrics = read_up(done.stdout)
-            if not was_running:
-                started_broker = [sys.executable, "-m", "localkafka", "down", *dir_args]
-            local = attach_local(broker_dir)
-            node_ids = node_ids_of(local)
-            say(f"local {'cluster' if len(node_ids) > 1 else 'broker'} on {bootstrap} "
-                f"(node id{'s' if len(node_ids) > 1 else ''} "
-                f"{', '.join(map(str, node_ids))}) " + (
-                    "(Ctrl-C stops it)" if not was_running else
-                    "(already running: left running on exit; stop it with make kafka-down)"))
-            admin_config = broker_dir / "admin.properties"
-            # The admin's SCRAM password goes into a 0600 file, never onto a command line.
-            local.write_command_config(admin_config)
+            local_run = start_local(args.broker_dir, args.brokers)
+            bootstrap, metrics, admin_config = (local_run.bootstrap, local_run.metrics,
+                                                local_run.admin_config)
+            node_ids = local_run.node_ids
+            stops += [local_run.stop] if local_run.stop else []
             env["QUOTA_BOOTSTRAP_SERVERS"] = bootstrap
             env["QUOTA_COMMAND_CONFIG"] = str(admin_config)
             env.setdefault("QUOTA_CONNECTION_LABEL", LOCAL_LABEL)
@@ -327,9 +436,9 @@ def main(argv: list[str] | None = None) -> int:
                 child.wait(15)
             except subprocess.TimeoutExpired:
                 child.kill()
-        if started_broker:
+        for stop in stops:
             say("stopping the local broker this run started")
-            subprocess.run(started_broker, cwd=REPO)
+            subprocess.run(stop, cwd=REPO)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ def lint_report(ctx, secrets: dict) -> tuple[LintReport, LintInput, str | None]:
 
     options = LintOptions()
     usage = source = problem = None
-    history = history_dir(dict(os.environ), secrets)
+    chosen = getattr(ctx, "cluster", None)  # a fleet's cluster reads its own history
+    history = (Path(chosen.history_dir) if chosen is not None and chosen.history_dir
+               else history_dir(dict(os.environ), secrets))
     if history is not None:
         try:
             usage = _usage(str(history), _version(history / "usage"),

@@ -27,6 +27,14 @@ __all__ = ["Places", "places", "WHAT_IF_COLUMNS", "windows", "start_job", "job_h
 
 
 def places(secrets: dict) -> Places | None:
+    """The usage history of the cluster shown: a fleet's cluster's own ``history_dir`` (its
+    analysis in ``<history_dir>/analysis``), else the console's."""
+    from ui.page_context import fleet_cluster
+
+    chosen = fleet_cluster()
+    if chosen is not None and chosen.history_dir:
+        own = Path(chosen.history_dir)
+        return Places(own, own / "analysis")
     env = dict(os.environ)
     history, analysis = history_dir(env, secrets), analysis_dir(env, secrets)
     return Places(history, analysis) if history and analysis else None

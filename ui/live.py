@@ -22,7 +22,7 @@ from quota_core.errors import QuotaError
 
 from ui.settings import metrics_endpoints, metrics_template
 
-__all__ = ["LiveFeed", "feed", "Frame", "Down", "endpoint_name", "usage_rows", "held_rows",
+__all__ = ["LiveFeed", "feed", "feed_for", "fleet_metrics_hint", "Frame", "Down", "endpoint_name", "usage_rows", "held_rows",
            "frame_unread",
            "ended_ago"]
 
@@ -123,6 +123,24 @@ class LiveFeed:
             return list(self.frames)
 
 
+def fleet_metrics_hint() -> str | None:
+    """Where a fleet's cluster gets its metrics endpoints (None outside a fleet file): what
+    a page without live figures says instead of the console-wide settings."""
+    from ui.page_context import fleet_cluster
+
+    chosen = fleet_cluster()
+    if chosen is None:
+        return None
+    return (f"Cluster {chosen.name!r} has no metrics endpoints: add `metrics = [\"URL\", …]` "
+            f"(or `metrics_template`) to its `[clusters.{chosen.name}]` table in the fleet's "
+            f"configuration to see live figures here.")
+
+
+def feed_for(endpoints_text: str) -> LiveFeed:
+    """The process's feed for these endpoints (one per endpoints text, started once)."""
+    return _feed(endpoints_text)
+
+
 @st.cache_resource(show_spinner=False)
 def _feed(endpoints_text: str) -> LiveFeed:
     return LiveFeed(parse_endpoints(endpoints_text),
@@ -134,10 +152,13 @@ def feed(secrets: dict) -> tuple[LiveFeed | None, str | None]:
     cluster's brokers): ``(feed, None)``, ``(None, why not)``."""
     from quota_core.throttling import endpoints_from_template
 
-    from ui.page_context import connected_cluster
+    from ui.page_context import connected_cluster, fleet_cluster
 
     env = dict(os.environ)
     text, template = metrics_endpoints(env, secrets), metrics_template(env, secrets)
+    chosen = fleet_cluster()
+    if chosen is not None:  # a fleet's cluster has its own endpoints (or none)
+        text, template = chosen.metrics_arg, chosen.metrics_template
     cluster = connected_cluster()
     try:
         if not text and template and cluster is not None and cluster.node_ids:

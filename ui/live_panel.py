@@ -19,7 +19,7 @@ from quota_core.throttling import (spread, bucket_details, client_story, is_blin
                                    tags_entity)
 
 from ui.charts import rate_vs_quota
-from ui.live import feed, frame_unread, held_rows
+from ui.live import feed, fleet_metrics_hint, frame_unread, held_rows
 from ui.spread import show_spreads
 from ui.page_context import connected_cluster, secrets_dict
 from ui.coverage import unwatched_warnings
@@ -36,6 +36,9 @@ def live_panel(resolution: Resolution, keys: list[str], quotas, window=DEFAULT_W
     st.subheader("Live: what the brokers measure")
     if problem:
         st.error(problem, icon=":material/error:")
+        return
+    if live is None and fleet_metrics_hint():
+        st.caption(md(fleet_metrics_hint()) + " Until then, estimate by hand below.")
         return
     if live is None:
         st.caption("Configure the brokers' metrics endpoints (`QUOTA_METRICS` or `[metrics] "

@@ -6,10 +6,12 @@ import streamlit as st
 
 from ui.settings import AccessPolicy
 
-__all__ = ["app_pages", "RESOLVE"]
+__all__ = ["app_pages", "RESOLVE", "FLEET"]
 
 #: Resolve's script: its address is ``/resolve``.
 RESOLVE = "pages/resolve.py"
+#: The Fleet page's script: its address is ``/fleet``.
+FLEET = "pages/fleet.py"
 
 
 def _to_resolve() -> None:
@@ -32,6 +34,9 @@ def app_pages(policy: AccessPolicy) -> list:
         st.Page("pages/browse.py", title="Browse quotas", icon=":material/table_view:"),
         st.Page("pages/history.py", title="History", icon=":material/monitoring:"),
         st.Page("pages/health.py", title="Quota health", icon=":material/health_and_safety:"),
+        st.Page(FLEET, title="Fleet", icon=":material/hub:", url_path="fleet"),
+        st.Page("pages/drift.py", title="Drift between clusters",
+                icon=":material/compare_arrows:", url_path="drift"),
     ]
     if policy.editing_enabled:
         pages.append(st.Page("pages/edit.py", title="Edit quotas", icon=":material/edit:"))

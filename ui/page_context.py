@@ -20,7 +20,8 @@ from ui.identity import Identity, may_edit
 from ui.registry import Snapshot
 from ui.settings import AccessPolicy, ConnectionSpec
 
-__all__ = ["PageContext", "secrets_dict", "connected_cluster", "remember", "CTX_KEY"]
+__all__ = ["PageContext", "secrets_dict", "connected_cluster", "fleet_cluster", "remember",
+           "CTX_KEY"]
 
 
 @dataclass
@@ -35,6 +36,10 @@ class PageContext:
     identity: Identity
     audit: AuditLog
     all_specs: list[ConnectionSpec] = field(default_factory=list)
+    #: The configured fleet (quota_core.domain.fleet.Fleet), None without a fleet file.
+    fleet: Any = None
+    #: The fleet's cluster this run shows (quota_core.domain.fleet.ClusterConfig), or None.
+    cluster: Any = None
 
     @property
     def connected(self) -> bool:
@@ -48,10 +53,15 @@ class PageContext:
         now (quota_core.changes.audit.store_fields), else what :meth:`store` knows."""
         if self.backend is not None:
             try:
-                return store_fields(self.backend, self.spec.label if self.spec else None)
+                return self._named(store_fields(self.backend,
+                                                self.spec.label if self.spec else None))
             except QuotaError:  # unreadable now: the write itself will say why
                 pass
         return self.store()
+
+    def _named(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """With the fleet's name for the cluster (``"name"``), when it has one."""
+        return {**fields, "name": self.cluster.name} if self.cluster is not None else fields
 
     def store(self) -> dict[str, Any]:
         """The store shown, as an audit record names it, from the described snapshot (no
@@ -59,7 +69,7 @@ class PageContext:
         (quota_core.changes.audit.same_store)."""
         label = self.spec.label if self.spec else None
         if self.snapshot is not None:
-            return cluster_fields(self.snapshot.info, label)
+            return self._named(cluster_fields(self.snapshot.info, label))
         return {"kind": self.spec.kind if self.spec else None, "label": label,
                 "location": self.spec.location if self.spec else None, "cluster_id": None}
 
@@ -81,6 +91,13 @@ def connected_cluster():
     described it (its brokers), or None; for fragments that rerun without the page."""
     ctx = st.session_state.get(CTX_KEY)
     return ctx.snapshot.info if ctx is not None and ctx.snapshot is not None else None
+
+
+def fleet_cluster():
+    """The fleet's cluster this session last showed (quota_core.domain.fleet.ClusterConfig), or None
+    without a fleet file: whose metrics endpoints the live feed reads."""
+    ctx = st.session_state.get(CTX_KEY)
+    return ctx.cluster if ctx is not None else None
 
 
 def remember(ctx: PageContext) -> None:

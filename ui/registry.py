@@ -107,6 +107,8 @@ class Health:
     last_ok: float | None = None
     failing_since: float | None = None
     error: str | None = None
+    #: Since when it has answered without a failure in between (None: it does not answer).
+    up_since: float | None = None
 
 
 def _clock(t: float) -> str:
@@ -147,8 +149,14 @@ class Registry:
         now = time.time()
         with self._lock:
             old = self._health.get(key, Health())
-            self._health[key] = (Health(now) if error is None else
+            up = old.up_since if old.up_since is not None and old.failing_since is None else now
+            self._health[key] = (Health(now, up_since=up) if error is None else
                                  Health(old.last_ok, old.failing_since or now, error))
+
+    def record(self, spec: ConnectionSpec, error: str | None) -> None:
+        """Note that the cluster answered (``error`` None) or did not, and why: what the
+        Fleet page learns when it reads a cluster, kept with what the watch learns."""
+        self._record(spec.key, error)
 
     def watch(self, spec: ConnectionSpec, every_s: float) -> None:
         """Start (once per connection and process) the thread that asks the open backend

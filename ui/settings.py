@@ -61,11 +61,15 @@ class ConnectionSpec:
     command_config: str | None = None
     properties: tuple[tuple[str, str], ...] = ()
     sandbox_path: str | None = None
+    #: The fleet's name for this cluster (``[clusters.NAME]``); None outside a fleet file.
+    cluster: str | None = None
 
     @property
     def key(self) -> str:
+        # A fleet's cluster keeps its own connection, even at the address of another.
         raw = json.dumps([self.kind, self.bootstrap_servers, self.command_config,
-                          list(self.properties), self.sandbox_path])
+                          list(self.properties), self.sandbox_path]
+                         + ([self.cluster] if self.cluster is not None else []))
         return f"{self.kind}:{hashlib.sha256(raw.encode()).hexdigest()[:16]}"
 
     @property

@@ -22,6 +22,8 @@ from ui.identity import (LOCAL, LOCAL_MODE_DETAIL, LOCAL_MODE_NOTICE, PROXY, SIG
 from ui.registry import Health, Snapshot, _clock, registry, stale_notice
 from ui.settings import (AccessPolicy, ConnectionSpec, access_policy, audit_path, cache_ttl,
                          connections, kafka_timeout, watch_every)
+from ui.fleet import (CLUSTER_PARAM, cluster_policy, cluster_spec, console_fleet, fleet_configured,
+                      pick_cluster, read_only_refusal, unknown_cluster)
 from ui.text import code, md
 
 __all__ = ["sidebar", "card_state", "connection_banner", "editing_gate", "may_apply"]
@@ -43,7 +45,6 @@ def _describe_error(spec: ConnectionSpec, exc: Exception) -> str:
 def sidebar() -> PageContext:
     """Render the connection sidebar and build the page context."""
     env, secrets = dict(os.environ), secrets_dict()
-    specs = connections(env, secrets)
     policy = access_policy(env, secrets)
     ttl = cache_ttl(env, secrets)
     audit = AuditLog(audit_path(env, secrets))
@@ -53,21 +54,34 @@ def sidebar() -> PageContext:
     snapshot: Snapshot | None = None
     backend: QuotaBackend | None = None
     error: str | None = None
+    fleet = cluster = None
+    specs: list[ConnectionSpec] = []
     with st.sidebar:
         st.markdown("#### Connection")
-        if not specs:
-            error = ("No cluster is configured. Start the console with `make run` (it starts a "
-                     "local broker), or set QUOTA_BOOTSTRAP_SERVERS / QUOTA_SANDBOX, or add a "
-                     "[kafka] section to .streamlit/secrets.toml.")
-            st.caption("Not connected.")
+        if fleet_configured(env, secrets):
+            fleet, cluster, error = _pick_from_fleet(env, secrets)
+            if cluster is not None:
+                spec = cluster_spec(cluster)
+                specs = [cluster_spec(c) for c in fleet]
+                policy = cluster_policy(policy, cluster)
+                if cluster.audit_log:
+                    audit = AuditLog(cluster.audit_log)
         else:
-            if len(specs) > 1:
+            specs = connections(env, secrets)
+            error = _legacy_address_error(env, secrets)
+            if not specs:
+                error = ("No cluster is configured. Start the console with `make run` (it "
+                         "starts a local broker), or set QUOTA_BOOTSTRAP_SERVERS / "
+                         "QUOTA_SANDBOX, or add a [kafka] section to .streamlit/secrets.toml.")
+                st.caption("Not connected.")
+            elif error is None and len(specs) > 1:
                 labels = [f"{s.label} — {s.location}" for s in specs]
                 idx = st.selectbox("Use", range(len(specs)), format_func=labels.__getitem__,
                                    key="connection_choice")
                 spec = specs[idx or 0]
-            else:
+            elif error is None:
                 spec = specs[0]
+        if spec is not None:
             try:
                 backend = reg.backend(spec)
                 snapshot = reg.snapshot(spec, ttl)
@@ -84,9 +98,63 @@ def sidebar() -> PageContext:
                 st.rerun()
         identity = _identity(policy)
     ctx = PageContext(spec, backend, snapshot, error, policy, identity.name, identity, audit,
-                      specs)
+                      specs, fleet=fleet, cluster=cluster)
     remember(ctx)
     return ctx
+
+
+#: The sidebar's cluster picker (its widget key; the session's last pick).
+PICKER_KEY = "fleet_cluster"
+
+
+def _picked() -> None:
+    """The picker changed: the address follows, so the link shows the cluster picked."""
+    name = st.session_state.get(PICKER_KEY)
+    if name:
+        st.query_params[CLUSTER_PARAM] = name
+
+
+def _pick_from_fleet(env, secrets):
+    """The fleet, the cluster this run shows (the address's ``?cluster=``, else this
+    session's pick, else the first) and the error that stops the page from showing any."""
+    try:
+        fleet = console_fleet(env, secrets)
+    except QuotaError as exc:
+        st.caption("Not connected.")
+        return None, None, f"The fleet's configuration cannot be used: {exc}"
+    names = fleet.names()
+    if not names:
+        st.caption("Not connected.")
+        return fleet, None, f"The fleet ({fleet.source}) names no cluster."
+    asked = st.query_params.get(CLUSTER_PARAM)
+    chosen, problem = pick_cluster(names, asked, st.session_state.get(PICKER_KEY))
+    st.session_state[PICKER_KEY] = chosen
+    labels = {c.name: (c.display_name if c.display_name == c.name
+                       else f"{c.display_name} ({c.name})") for c in fleet}
+    st.selectbox("Cluster", names, key=PICKER_KEY, format_func=labels.__getitem__,
+                 on_change=_picked, placeholder="Pick a cluster",
+                 help="Every page shows the cluster picked here; the address carries it "
+                      "(?cluster=NAME), so a link opens the same view.")
+    if chosen is None:
+        return fleet, None, problem
+    # Written only when it differs: a pasted link, or a page opened from the menu, which
+    # drops the query (a write costs the browser a round trip, not a second run).
+    if asked != chosen:
+        st.query_params[CLUSTER_PARAM] = chosen
+    return fleet, fleet.clusters[chosen], None
+
+
+def _legacy_address_error(env, secrets) -> str | None:
+    """Without a fleet file, today's single connection is the fleet of one: an address
+    naming another cluster shows the error, not this one's data."""
+    asked = st.query_params.get(CLUSTER_PARAM)
+    if asked is None:
+        return None
+    try:
+        names = console_fleet(env, secrets).names()
+    except QuotaError:
+        return None
+    return None if asked in names else unknown_cluster(asked, names)
 
 
 def card_state(snapshot: Snapshot | None, health: Health) -> tuple[str, str | None]:
@@ -224,6 +292,9 @@ def editing_gate(ctx: PageContext, sign_in_key: str, *, to_read: bool = False) -
     editor's name where the page writes."""
     if not ctx.policy.editing_enabled:
         st.info("This console is read-only.")
+        st.stop()
+    if ctx.cluster is not None and ctx.cluster.read_only:
+        st.error(md(read_only_refusal(ctx.cluster.name)), icon=":material/lock:")
         st.stop()
     if not ctx.connected:
         st.info("Not connected to a cluster: see the message above.", icon=":material/cloud_off:")

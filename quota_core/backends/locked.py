@@ -56,6 +56,10 @@ class LockedBackend(QuotaBackend):
         with self._lock:
             return self.inner.quota_window()
 
+    def broker_version(self) -> str | None:
+        with self._lock:
+            return self.inner.broker_version()
+
     def close(self) -> None:
         with self._lock:
             self.inner.close()

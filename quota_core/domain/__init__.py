@@ -26,6 +26,7 @@ _FACE: dict[str, tuple[str, ...]] = {
     "entities": ("CLIENT_ID", "ClusterInfo", "DEFAULT_TEXT", "display_name", "Entity",
                  "entity_from_json", "entity_to_json", "ENTITY_TYPES", "IP", "QuotaSet", "USER"),
     "filters": ("EntityFilter", "FilterComponent"),
+    "fleet": ("ClusterConfig", "Fleet"),
     "keys": ("format_value", "keys_for", "QUOTA_KEYS"),
     "ladder": ("ABSENT", "DEFAULT", "LADDER", "level_of", "NAME", "Rung", "rung", "source_entity"),
     "membership": ("kind_of_tags", "Membership", "Tags"),

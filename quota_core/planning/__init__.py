@@ -18,6 +18,7 @@ import importlib
 # --- face: generated block (regroup.py phase 4 adds the names pages, ui and
 # pipeline import; edit it by hand too: submodule -> the names it exports) ---
 _FACE: dict[str, tuple[str, ...]] = {
+    "drift": ("promotion_notes", "quota_drift"),
     "impact": ("ANY_OTHER", "apply_alteration", "clients_from_entries", "fallback",
                "parse_clients_csv"),
     "plan": ("change_kind", "check_plan_cluster", "make_plan", "plan_impact", "since_plan"),
