@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from quota_core.backends.fleet_config import CONFIG_ENV, load_fleet
 from quota_core.errors import QuotaError
-from quota_core.domain import ClusterConfig, Fleet
+from quota_core.domain import ClusterConfig, Fleet, read_only_refused
 
 from ui.settings import AccessPolicy, ConnectionSpec
 
@@ -61,9 +61,9 @@ def unknown_cluster(asked: str, names: list[str]) -> str:
 
 
 def read_only_refusal(cluster: str) -> str:
-    """The one line that refuses a write to a ``read_only = true`` cluster."""
-    return (f"Cluster {cluster!r} is read-only (read_only = true in the fleet's "
-            f"configuration): nothing is written to it.")
+    """The one line that refuses a write to a ``read_only = true`` cluster: the CLI's
+    sentence (:func:`quota_core.domain.read_only_refused`), one definition."""
+    return read_only_refused(cluster, "the fleet's configuration")
 
 
 def pick_cluster(names: list[str], asked: str | None, remembered: str | None

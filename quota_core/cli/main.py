@@ -616,6 +616,11 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         registered = registered_subcommands().get(words[0])
         if registered is not None:
             return registered.load()(words[1:], out, err)
+    late = _late_subcommand(words)
+    if late is not None:  # `--config F diff ...`: argparse would ask for --describe instead
+        err.write(f"{PROG}: error: the subcommand comes first: {PROG} {late} "
+                  f"{' '.join(w for w in words if w != late)}\n")
+        return 2
     parser = build_parser()
     try:
         # argparse prints --help and usage errors itself: send them to out / err too.
@@ -624,6 +629,19 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     except SystemExit as exc:  # argparse already printed the usage error
         return int(exc.code or 0)
     return run_command("main", lambda: _run(args, out, err), err, _say)
+
+
+_MODES = ("--describe", "--resolve", "--alter", "--export", "--import", "--init", "--throttled",
+          "-h", "--help", "--version")
+
+
+def _late_subcommand(words: list[str]) -> str | None:
+    """A subcommand typed after the flags (``--config F diff``), when no mode of the main
+    command is given: the word, so the error can show the right order."""
+    if any(w.split("=", 1)[0] in _MODES for w in words):
+        return None
+    known = set(SUBCOMMANDS) | set(registered_subcommands())
+    return next((w for w in words[1:] if w in known), None)
 
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

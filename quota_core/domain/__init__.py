@@ -36,7 +36,8 @@ _FACE: dict[str, tuple[str, ...]] = {
     "units": ("format_bytes", "format_editable", "format_exact", "format_quota", "format_rate",
               "round_up_quota"),
     "validation": ("client_name_problems",),
-    "wording": ("clients_moved", "inherited", "plural", "quota_before", "quota_changed", "verb"),
+    "wording": ("clients_moved", "inherited", "plural", "quota_before", "quota_changed",
+                "read_only_refused", "verb"),
 }
 # --- end of face ---
 

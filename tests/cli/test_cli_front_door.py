@@ -55,3 +55,15 @@ def test_version_through_the_real_process():
                           capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout.strip(), done.stderr) == (
         0, f"kafka-client-quotas {PYPROJECT_VERSION}", "")
+
+
+def test_a_subcommand_after_the_flags_is_named_with_the_right_order():
+    """`--config F diff ...` used to answer "one of --describe ... is required": a newcomer
+    who typed the flags first learns nothing from that."""
+    code, out, err = run("--config", "fleet.toml", "diff", "--cluster", "a", "--against", "b")
+    assert (code, out) == (2, "")
+    assert err == ("kafka-client-quotas: error: the subcommand comes first: kafka-client-quotas "
+                   "diff --config fleet.toml --cluster a --against b\n")
+    # a name that happens to be a subcommand's, with a mode given, is just a name
+    code, out, err = run("--sandbox", "/nonexistent/x.db", "--describe", "--user", "plan")
+    assert code == 2 and "subcommand comes first" not in err

@@ -120,8 +120,8 @@ def test_unknown_cluster_names_the_known_ones_and_shows_no_data(fleet):
 def test_a_read_only_cluster_refuses_edit_and_plan(fleet):
     for page in ("pages/edit.py", "pages/plan.py"):
         at = run_app(page, secrets=fleet, query={"cluster": "prod"}, operator="jdoe")
-        assert "Cluster 'prod' is read-only (read_only = true in the fleet's configuration): " \
-               "nothing is written to it." in texts(at.error)
+        assert "cluster 'prod' is read-only (read_only = true in the fleet's configuration): " \
+               "nothing was written." in " ".join(texts(at.error))
         assert [b.key for b in at.button] == ["refresh_snapshot"]  # no Plan, no Apply
     at = run_app("pages/edit.py", secrets=fleet, query={"cluster": "staging"}, operator="jdoe")
     assert not any("read-only" in t for t in texts(at.error))
