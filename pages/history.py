@@ -26,6 +26,13 @@ st.title("History")
 st.caption("Who was throttled, for how long, and by which quota entry, from the collector's "
            "usage history; each sample judged against the quota set in force at its time.")
 where = places(secrets_dict())
+if where is None and getattr(ctx, "cluster", None) is not None \
+        and len(ctx.fleet.names()) > 1:
+    st.info(f"No usage history for cluster {code(ctx.cluster.name)}: give it its own "
+            f"`history_dir` in the fleet file (the console-wide history is not shown under a "
+            f"fleet cluster's name: it may be another cluster's).",
+            icon=":material/history_toggle_off:")
+    st.stop()
 if where is None:
     st.info("No usage history is configured. Run the collector (`kafka-client-quotas collect "
             "--metrics … --to DIR`) and set `QUOTA_HISTORY_DIR=DIR` (or `[history] path` in "

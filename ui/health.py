@@ -48,8 +48,11 @@ def lint_report(ctx, secrets: dict) -> tuple[LintReport, LintInput, str | None]:
     options = LintOptions()
     usage = source = problem = None
     chosen = getattr(ctx, "cluster", None)  # a fleet's cluster reads its own history
+    from ui.history import shares_console_history
+
     history = (Path(chosen.history_dir) if chosen is not None and chosen.history_dir
-               else history_dir(dict(os.environ), secrets))
+               else history_dir(dict(os.environ), secrets)
+               if shares_console_history(chosen, getattr(ctx, "fleet", None)) else None)
     if history is not None:
         try:
             usage = _usage(str(history), _version(history / "usage"),

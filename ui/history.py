@@ -21,7 +21,7 @@ import streamlit as st
 
 from ui.settings import REPO_ROOT, Places, analysis_dir, history_dir
 
-__all__ = ["Places", "places", "WHAT_IF_COLUMNS", "windows", "start_job", "job_holder", "job_running", "job_log",
+__all__ = ["Places", "places", "shares_console_history", "WHAT_IF_COLUMNS", "windows", "start_job", "job_holder", "job_running", "job_log",
            "suggested_value", "sizing_rows", "rollup_state", "rollup_rows", "range_tables", "range_sizing",
            "bucket_hours"]
 
@@ -29,15 +29,28 @@ __all__ = ["Places", "places", "WHAT_IF_COLUMNS", "windows", "start_job", "job_h
 def places(secrets: dict) -> Places | None:
     """The usage history of the cluster shown: a fleet's cluster's own ``history_dir`` (its
     analysis in ``<history_dir>/analysis``), else the console's."""
-    from ui.page_context import fleet_cluster
+    import streamlit as st
 
-    chosen = fleet_cluster()
+    from ui.page_context import CTX_KEY
+
+    ctx = st.session_state.get(CTX_KEY)
+    chosen, fleet = (ctx.cluster, ctx.fleet) if ctx is not None else (None, None)
     if chosen is not None and chosen.history_dir:
         own = Path(chosen.history_dir)
         return Places(own, own / "analysis")
+    if not shares_console_history(chosen, fleet):
+        return None
     env = dict(os.environ)
     history, analysis = history_dir(env, secrets), analysis_dir(env, secrets)
     return Places(history, analysis) if history and analysis else None
+
+
+def shares_console_history(chosen, fleet) -> bool:
+    """Whether the console-wide history (``QUOTA_HISTORY_DIR``, ``[history]``) is this
+    cluster's: without a fleet file, or in a fleet of one. In a fleet of several it would be
+    another cluster's usage shown under this one's name: only a cluster's own
+    ``history_dir`` counts there."""
+    return chosen is None or fleet is None or len(fleet.names()) <= 1
 
 
 def rollup_state(p: Places) -> dict:

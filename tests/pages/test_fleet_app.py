@@ -290,3 +290,8 @@ def test_history_is_the_picked_clusters_own(fleet, monkeypatch, tmp_path):
     at = run_app("pages/history.py", secrets=fleet, query={"cluster": "staging"})
     shown = " ".join(alerts(at) + texts(at.caption) + texts(at.markdown))
     assert "staging-history" in shown and "console-history" not in shown, shown
+    # prod has no history_dir: the console-wide history is not shown under its name
+    at = run_app("pages/history.py", secrets=fleet, query={"cluster": "prod"})
+    shown = " ".join(alerts(at) + texts(at.caption) + texts(at.markdown))
+    assert "console-history" not in shown, shown
+    assert "No usage history for cluster `prod`: give it its own `history_dir`" in shown, shown
