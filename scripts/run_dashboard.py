@@ -190,7 +190,12 @@ def loopback_spark(env: dict[str, str]) -> None:
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
-def demo_history(env: dict[str, str], node_ids: list[int], quotas) -> list[subprocess.Popen]:
+#: Where the demo's usage history goes (its analysis beside it, or inside it for a fleet).
+DEMO_HISTORY = REPO / ".cache" / "demo-history"
+
+
+def demo_history(env: dict[str, str], node_ids: list[int], quotas,
+                 fleet: bool = False) -> list[subprocess.Popen]:
     """The demo usage history for the History page (:func:`make_history`, written afresh on
     every run into .cache/demo-history: it ends now), and its Spark analysis started in the
     background (niced): ``analyze --follow``, which keeps the hourly rollups current until it is
@@ -199,7 +204,9 @@ def demo_history(env: dict[str, str], node_ids: list[int], quotas) -> list[subpr
     from pipeline.demo_history import write_history
     from ui.settings import Places
 
-    where = Places(REPO / ".cache" / "demo-history", REPO / ".cache" / "demo-history-analysis")
+    # a fleet cluster's history_dir holds its analysis in <history_dir>/analysis
+    where = Places(DEMO_HISTORY, DEMO_HISTORY / "analysis" if fleet
+                   else REPO / ".cache" / "demo-history-analysis")
     env["QUOTA_HISTORY_DIR"], env["QUOTA_ANALYSIS_DIR"] = str(where.history), str(where.analysis)
     loopback_spark(env)  # this job and the History page's "Analyse again"
     for old in (where.history, where.analysis):
@@ -291,7 +298,8 @@ def staging_quotas():
     return quotas
 
 
-def fleet_toml(clusters: dict[str, tuple[str, "LocalRun"]]) -> str:
+def fleet_toml(clusters: dict[str, tuple[str, "LocalRun"]],
+               history: dict[str, Path] | None = None) -> str:
     """The fleet file ``--fleet`` writes: one ``[clusters.NAME]`` table per local cluster
     (``NAME -> (label, run)``), with its admin's properties file (never the password
     itself) and its brokers' metrics endpoints."""
@@ -308,6 +316,8 @@ def fleet_toml(clusters: dict[str, tuple[str, "LocalRun"]]) -> str:
                   f"command_config = {json.dumps(str(run.admin_config))}"]
         if run.metrics:
             lines.append("metrics = [" + ", ".join(json.dumps(u) for u in run.metrics) + "]")
+        if history and name in history:  # the demo history is prod's alone
+            lines.append(f"history_dir = {json.dumps(str(history[name]))}")
         lines.append("")
     return "\n".join(lines)
 
@@ -368,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             FLEET_CONFIG.write_text(fleet_toml({
                 "staging": ("Staging (1 broker)", staging),
                 "prod": (f"Prod ({len(prod.node_ids)} broker{'s' if len(prod.node_ids) != 1 else ''})",
-                         prod)}))
+                         prod)}, history={"prod": DEMO_HISTORY}))
             for var in ("QUOTA_BOOTSTRAP_SERVERS", "QUOTA_SANDBOX", "QUOTA_COMMAND_CONFIG",
                         "QUOTA_METRICS", "QUOTA_METRICS_TEMPLATE"):
                 env.pop(var, None)
@@ -411,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"run_dashboard: {exc}") from exc
 
     if demo and "QUOTA_HISTORY_DIR" not in env:
-        children += demo_history(env, node_ids, quotas)
+        children += demo_history(env, node_ids, quotas, fleet=args.fleet)
     if demo and demo_local_mode(env, secrets_path):
         env["QUOTA_LOCAL_MODE"] = "1"
         say("local mode: editors type their name, which is not verified (a demo, not security)")

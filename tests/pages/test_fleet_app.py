@@ -226,8 +226,12 @@ def test_run_fleet_writes_a_fleet_file_the_console_reads(tmp_path):
                 [1], None)),
             "prod": ("Prod (3 brokers)", rd.LocalRun(
                 "127.0.0.1:9192,127.0.0.1:9193", [], tmp_path / "p.properties", [1, 2, 3], None))}
-    fleet = parse_fleet(rd.fleet_toml(runs), source="fleet-demo.toml", base_dir=str(tmp_path))
+    fleet = parse_fleet(rd.fleet_toml(runs, history={"prod": tmp_path / "h"}),
+                        source="fleet-demo.toml", base_dir=str(tmp_path))
     assert fleet.names() == ["staging", "prod"]
+    # the demo history is prod's alone: staging shows none rather than prod's
+    assert (fleet.clusters["prod"].history_dir, fleet.clusters["staging"].history_dir) == \
+        (str(tmp_path / "h"), None)
     assert fleet.clusters["staging"].metrics == ("http://127.0.0.1:9404/metrics",)
     assert fleet.clusters["prod"].command_config == str(tmp_path / "p.properties")
     assert fleet.clusters["prod"].display_name == "Prod (3 brokers)"
