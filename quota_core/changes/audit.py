@@ -174,15 +174,28 @@ class AuditRecord:
     ref: str = ""
 
     def to_json(self) -> str:
+        """One line: ``"cluster"`` is the fleet's name for the cluster (the contract's
+        ``"cluster": NAME``), ``"store"`` the store's identity (:func:`cluster_fields`).
+        In memory both stay in :attr:`cluster` (the name under ``"name"``)."""
         # The fields hold plain JSON values: a shallow dict, not asdict's deep copy (a tenth
         # of the time; a 100k import writes 200k lines).
-        return json.dumps({name: getattr(self, name) for name in self.__dataclass_fields__},
-                          ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        line = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        store = dict(self.cluster)
+        line["cluster"] = store.pop("name", None)
+        line["store"] = store
+        return json.dumps(line, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "AuditRecord":
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        fields = {k: v for k, v in d.items() if k in known}
+        store = d.get("store")
+        if isinstance(store, Mapping):  # written since the fleet: name and store apart
+            name = d.get("cluster")
+            fields["cluster"] = {**store, "name": name} if isinstance(name, str) else dict(store)
+        elif not isinstance(fields.get("cluster"), Mapping):  # before issue 27: no identity
+            fields["cluster"] = {}
+        return cls(**fields)
 
     def entity_obj(self) -> Entity:
         return entity_from_json(self.entity)

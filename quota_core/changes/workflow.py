@@ -21,6 +21,7 @@ from quota_core.changes.audit import AuditLog, AuditRecord, new_record, outcome_
 from quota_core.changes.progress import ApplyProgress
 from quota_core.backends.base import QuotaBackend, checked_alter
 from quota_core.domain.entities import Entity
+from quota_core.domain.fleet import DEFAULT_NAME
 from quota_core.domain.validation import validate_alterations
 from quota_core.errors import (BackendError, ConcurrentChange, OutcomeUnknown, QuotaError,
                                ReadOnlyCluster, WriteConflict)
@@ -275,10 +276,12 @@ def apply_changes(backend: QuotaBackend, alterations: Sequence[Alteration],
 
     ``target``: the cluster of the fleet being written (issue 29). A ``read_only`` one is
     refused first (:class:`~quota_core.errors.ReadOnlyCluster`: nothing sent, nothing
-    recorded), and its name is recorded as ``cluster.name`` in every audit line."""
+    recorded), and its name is recorded as ``"cluster"`` in every audit line ("default"
+    without a fleet: the fleet of one)."""
     refuse_read_only(target)
-    if target is not None:
-        cluster = {"name": target.name, **cluster}
+    # the contract's "cluster": NAME: the fleet's name, else the fleet of one's ("default")
+    cluster = ({**cluster, "name": target.name} if target is not None
+               else {"name": DEFAULT_NAME, **cluster})
     audit.ensure_writable()
     if validate:
         validate_alterations(alterations)

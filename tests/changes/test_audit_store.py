@@ -161,3 +161,24 @@ def test_the_writing_pages_say_where_the_log_is(sandbox, page):
     at = run_app(f"pages/{page}.py", operator="jdoe")
     assert any(f"`{os.environ['QUOTA_AUDIT_LOG']}`" in c.value for c in at.caption), \
         [c.value for c in at.caption]
+
+
+def test_a_record_names_its_cluster_and_keeps_older_lines_readable(tmp_path):
+    """The fleet contract: "cluster": NAME on every line, the store's identity under "store";
+    a line written before (the store under "cluster") is read as it was."""
+    import json
+
+    from quota_core.changes.audit import AuditLog, AuditRecord, same_store
+
+    store = {"kind": "kafka", "label": "Prod", "location": "b:9092", "cluster_id": "abc"}
+    old = {"id": "1", "ts": "2026-01-01T00:00:00.000Z", "actor": "a", "cluster": store,
+           "entity": {"user": "x"}, "entity_text": "user x", "action": "alter", "ops": [],
+           "before": {}, "after": {}}
+    line = json.loads(AuditRecord.from_dict({**old, "cluster": {**store, "name": "prod"}})
+                      .to_json())
+    assert (line["cluster"], line["store"]) == ("prod", store)
+    log = tmp_path / "audit.jsonl"
+    log.write_text(json.dumps(old) + "\n" + json.dumps(line) + "\n")
+    older, newer = AuditLog(log).read_lines()
+    assert same_store(older.cluster, store) and same_store(newer.cluster, store)
+    assert (older.cluster.get("name"), newer.cluster["name"]) == (None, "prod")

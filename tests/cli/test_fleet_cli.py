@@ -176,7 +176,9 @@ def test_audit_records_name_the_cluster_in_its_own_log(fleet, tmp_path):
     assert code == 0, err
     records = [json.loads(line) for line in
                (tmp_path / "lab-audit.jsonl").read_text().splitlines()]
-    assert records and all(r["cluster"]["name"] == "lab" for r in records)
+    # the contract: "cluster": NAME; the store's identity beside it
+    assert records and all(r["cluster"] == "lab" and r["store"]["kind"] == "sandbox"
+                           for r in records)
     assert state(str(tmp_path / "lab.sqlite"))[Entity.from_pairs([("user", "carol")])] == \
         {"producer_byte_rate": 2e6}
 
