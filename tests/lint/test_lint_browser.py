@@ -3,7 +3,10 @@
 in the real browser (which stays on Plan, unlike AppTest)."""
 from __future__ import annotations
 
+import re
+
 import pytest
+from playwright.sync_api import expect
 
 from localkafka.demo import demo_quotas
 from pipeline.demo_history import HistorySpec, generate, write_history
@@ -40,6 +43,9 @@ def test_health_page_on_the_demo(demo_url, page):  # noqa: F811 - the fixture
     page.get_by_role("link", name="Open in Plan").first.click()
     settle(page)
     page.get_by_role("heading", name="Plan from a file").wait_for()
-    assert "quota-console/1" in page.get_by_label("…or paste it here").input_value()
+    # the heading paints before the box is filled: wait for the value (a loaded machine
+    # took longer than one look; Playwright's expect polls)
+    expect(page.get_by_label("…or paste it here")).to_have_value(
+        re.compile("quota-console/1"), timeout=20_000)
     assert "/plan?fix=" in page.url
     shot(page, "health-plan.png")
