@@ -224,18 +224,37 @@ def _local(uri: str) -> str:
 
 
 def _redo_days(spark: "SparkSession", rollups: Path, days: set[str], kept: set[str]) -> None:
-    """Merge the hourly rollups of ``days`` (``YYYY-MM-DD``) into their daily partitions."""
-    from .rollups import daily
+    """Merge the hourly rollups of ``days`` (``YYYY-MM-DD``) into their partitions of
+    ``levels/`` (pipeline.rollups.day_levels: what the tables take) and of ``daily/`` (its
+    sketch columns: what History reads)."""
+    from pyspark.sql import functions as F
+
+    from .analysis import BUCKET
+    from .rollups import day_levels
 
     hourly_dir = rollups / files.HOURLY
     paths = [str(hourly_dir / f"hour={h}") for h in sorted(kept) if h[:10] in days
              and (hourly_dir / f"hour={h}").is_dir()]
     if not paths:
         return
+    levels_dir = rollups / files.LEVELS
     with translating(f"writing {rollups}"):
         hours = spark.read.option("basePath", str(hourly_dir)).parquet(*paths)
-        (daily(hours).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+        (day_levels(hours).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+         .partitionBy("day").parquet(str(levels_dir)))
+        written = [str(levels_dir / f"day={d}") for d in sorted(days)
+                   if (levels_dir / f"day={d}").is_dir()]
+        merged = spark.read.option("basePath", str(levels_dir)).parquet(*written)
+        (merged.select(F.col("day").cast("string").alias("day"), *BUCKET, "level", "source",
+                       "rates", "samples", "q_last", "t_last")
+         .write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
          .partitionBy("day").parquet(str(rollups / files.DAILY)))
+
+
+def _days_without_levels(rollups: Path, state: dict) -> set[str]:
+    """The days of kept hours with no ``levels/`` partition (rollups kept before it was)."""
+    days = {h[:10] for h in state["hours"]}
+    return {d for d in days if not (rollups / files.LEVELS / f"day={d}").is_dir()}
 
 
 def update_rollups(spark: "SparkSession", usage: str, rollups: str,
@@ -287,6 +306,10 @@ def update_rollups(spark: "SparkSession", usage: str, rollups: str,
         progress(f"quota versions changed: rolling up {len(pending)} hour(s) again")
         _redo(spark, usage_where, root, set(pending), versions, hashes, state)
         done.hours.extend(sorted(pending))
+    missing = _days_without_levels(root, state)
+    if missing:  # once, for rollups kept before levels/ was
+        progress(f"merging {len(missing)} day(s) of rollups")
+        _redo_days(spark, root, missing, set(state["hours"]))
     state["updated_at"] = datetime.now(timezone.utc).replace(tzinfo=None).isoformat(sep=" ")
     files.save_state(root, state)
     done.input_rows = rows + quota_rows
