@@ -148,10 +148,24 @@ def _stream(spark: "SparkSession", path: str, columns: dict[str, str], checkpoin
     return rows
 
 
+def _listing(folder: str) -> str:
+    """A digest of the names of the data files under ``folder``, as Spark's file source lists
+    them (hidden ones left out)."""
+    import os
+
+    found = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        found.extend(os.path.join(root, n) for n in names if not n.startswith((".", "_")))
+    return hashlib.sha256("\n".join(sorted(found)).encode()).hexdigest()[:32]
+
+
 def _versions(spark: "SparkSession", base: str, rollups: Path,
-              quotas: QuotaSet | None) -> tuple[QuotaVersions, list[str], int]:
+              quotas: QuotaSet | None, state: dict) -> tuple[QuotaVersions, list[str], int]:
     """The quota versions (and their content hashes), and the snapshot rows read: folded
-    again only when snapshot files arrived since the last run."""
+    again only when snapshot files arrived since the last run. When every snapshot file is
+    one the last run's stream had seen (the same names as then: ``quota_files`` in the state
+    is their digest), the stream is not started: it would read nothing."""
     if quotas is not None:
         versions = single_version(quotas)
         return versions, [_set_hash(s) for s in versions.sets], 0
@@ -160,6 +174,11 @@ def _versions(spark: "SparkSession", base: str, rollups: Path,
         raise PipelineError(f"{quota_dir}: no quota snapshots; give --quotas FILE (an "
                             f"export) instead.", path=quota_dir)
     cache = rollups / files.VERSIONS
+    listed = _listing(quota_dir)
+    if cache.exists() and state.get("quota_files") == listed:
+        with open(cache, "rb") as f:
+            versions, hashes = pickle.load(f)
+        return versions, hashes, 0
 
     def arrived(df: "DataFrame", batch_id: int) -> None:
         cache.unlink(missing_ok=True)  # before Spark commits the batch: refolded next time
@@ -167,6 +186,7 @@ def _versions(spark: "SparkSession", base: str, rollups: Path,
 
     rows = _stream(spark, quota_dir, dict(QUOTA_COLUMNS), rollups / files.CHECKPOINTS / "quotas",
                    arrived)
+    state["quota_files"] = listed  # the stream has seen these (and any that came since)
     if cache.exists():
         with open(cache, "rb") as f:
             versions, hashes = pickle.load(f)
@@ -275,7 +295,7 @@ def update_rollups(spark: "SparkSession", usage: str, rollups: str,
     root = Path(rollups).resolve()
     root.mkdir(parents=True, exist_ok=True)
     state = files.load_state(root)
-    versions, hashes, quota_rows = _versions(spark, base, root, quotas)
+    versions, hashes, quota_rows = _versions(spark, base, root, quotas, state)
     now = hour_signatures(versions, hashes, list(state["hours"]))
     pending = {h for h, sig in now.items() if state["hours"][h] != sig}
     done = Update()
