@@ -14,9 +14,12 @@ and ``trigger(availableNow=True)`` (process what is there, then stop):
   changed is redone. A quota change mid-hour is two levels (or quotas) in that hour's rows;
   a snapshot that arrives after its samples changes the signature of the hours after it.
 
-After the hours, the **days** they fall in are merged again into ``daily/`` (pipeline.rollups
-.daily): a day's rate sketch per bucket, key and level, over its brokers, so that a reader of
-a long range merges a sketch per day instead of one per hour and broker.
+After the hours, the **days** they fall in are merged again into ``levels/``
+(pipeline.rollups.day_levels: a row per day, bucket, key and level over its brokers, what the
+tables take) and ``daily/`` (its sketch columns, for History), so that the tables of a long
+range merge a row per day instead of one per hour and broker (pipeline.job.read_levels). An
+update reads the new files and at most one day of hourly rows, whatever the history's length.
+The snapshot stream starts only when the names under ``quotas/`` changed since its last run.
 
 Nothing new, no work: both queries read 0 rows, no hour is redone. The redo happens inside
 the micro-batch (before Spark commits it), so a run that fails is redone by the next one.
