@@ -14,9 +14,12 @@ and ``trigger(availableNow=True)`` (process what is there, then stop):
   changed is redone. A quota change mid-hour is two levels (or quotas) in that hour's rows;
   a snapshot that arrives after its samples changes the signature of the hours after it.
 
-After the hours, the **days** they fall in are merged again into ``daily/`` (pipeline.rollups
-.daily): a day's rate sketch per bucket, key and level, over its brokers, so that a reader of
-a long range merges a sketch per day instead of one per hour and broker.
+After the hours, the **days** they fall in are merged again into ``levels/``
+(pipeline.rollups.day_levels: a row per day, bucket, key and level over its brokers, what the
+tables take) and ``daily/`` (its sketch columns, for History), so that the tables of a long
+range merge a row per day instead of one per hour and broker (pipeline.job.read_levels). An
+update reads the new files and at most one day of hourly rows, whatever the history's length.
+The snapshot stream starts only when the names under ``quotas/`` changed since its last run.
 
 Nothing new, no work: both queries read 0 rows, no hour is redone. The redo happens inside
 the micro-batch (before Spark commits it), so a run that fails is redone by the next one.
@@ -148,10 +151,24 @@ def _stream(spark: "SparkSession", path: str, columns: dict[str, str], checkpoin
     return rows
 
 
+def _listing(folder: str) -> str:
+    """A digest of the names of the data files under ``folder``, as Spark's file source lists
+    them (hidden ones left out)."""
+    import os
+
+    found = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        found.extend(os.path.join(root, n) for n in names if not n.startswith((".", "_")))
+    return hashlib.sha256("\n".join(sorted(found)).encode()).hexdigest()[:32]
+
+
 def _versions(spark: "SparkSession", base: str, rollups: Path,
-              quotas: QuotaSet | None) -> tuple[QuotaVersions, list[str], int]:
+              quotas: QuotaSet | None, state: dict) -> tuple[QuotaVersions, list[str], int]:
     """The quota versions (and their content hashes), and the snapshot rows read: folded
-    again only when snapshot files arrived since the last run."""
+    again only when snapshot files arrived since the last run. When every snapshot file is
+    one the last run's stream had seen (the same names as then: ``quota_files`` in the state
+    is their digest), the stream is not started: it would read nothing."""
     if quotas is not None:
         versions = single_version(quotas)
         return versions, [_set_hash(s) for s in versions.sets], 0
@@ -160,6 +177,11 @@ def _versions(spark: "SparkSession", base: str, rollups: Path,
         raise PipelineError(f"{quota_dir}: no quota snapshots; give --quotas FILE (an "
                             f"export) instead.", path=quota_dir)
     cache = rollups / files.VERSIONS
+    listed = _listing(quota_dir)
+    if cache.exists() and state.get("quota_files") == listed:
+        with open(cache, "rb") as f:
+            versions, hashes = pickle.load(f)
+        return versions, hashes, 0
 
     def arrived(df: "DataFrame", batch_id: int) -> None:
         cache.unlink(missing_ok=True)  # before Spark commits the batch: refolded next time
@@ -167,6 +189,7 @@ def _versions(spark: "SparkSession", base: str, rollups: Path,
 
     rows = _stream(spark, quota_dir, dict(QUOTA_COLUMNS), rollups / files.CHECKPOINTS / "quotas",
                    arrived)
+    state["quota_files"] = listed  # the stream has seen these (and any that came since)
     if cache.exists():
         with open(cache, "rb") as f:
             versions, hashes = pickle.load(f)
@@ -224,18 +247,37 @@ def _local(uri: str) -> str:
 
 
 def _redo_days(spark: "SparkSession", rollups: Path, days: set[str], kept: set[str]) -> None:
-    """Merge the hourly rollups of ``days`` (``YYYY-MM-DD``) into their daily partitions."""
-    from pipeline.rollups import daily
+    """Merge the hourly rollups of ``days`` (``YYYY-MM-DD``) into their partitions of
+    ``levels/`` (pipeline.rollups.day_levels: what the tables take) and of ``daily/`` (its
+    sketch columns: what History reads)."""
+    from pyspark.sql import functions as F
+
+    from pipeline.analysis import BUCKET
+    from pipeline.rollups import day_levels
 
     hourly_dir = rollups / files.HOURLY
     paths = [str(hourly_dir / f"hour={h}") for h in sorted(kept) if h[:10] in days
              and (hourly_dir / f"hour={h}").is_dir()]
     if not paths:
         return
+    levels_dir = rollups / files.LEVELS
     with translating(f"writing {rollups}"):
         hours = spark.read.option("basePath", str(hourly_dir)).parquet(*paths)
-        (daily(hours).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+        (day_levels(hours).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+         .partitionBy("day").parquet(str(levels_dir)))
+        written = [str(levels_dir / f"day={d}") for d in sorted(days)
+                   if (levels_dir / f"day={d}").is_dir()]
+        merged = spark.read.option("basePath", str(levels_dir)).parquet(*written)
+        (merged.select(F.col("day").cast("string").alias("day"), *BUCKET, "level", "source",
+                       "rates", "samples", "q_last", "t_last")
+         .write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
          .partitionBy("day").parquet(str(rollups / files.DAILY)))
+
+
+def _days_without_levels(rollups: Path, state: dict) -> set[str]:
+    """The days of kept hours with no ``levels/`` partition (rollups kept before it was)."""
+    days = {h[:10] for h in state["hours"]}
+    return {d for d in days if not (rollups / files.LEVELS / f"day={d}").is_dir()}
 
 
 def update_rollups(spark: "SparkSession", usage: str, rollups: str,
@@ -256,7 +298,7 @@ def update_rollups(spark: "SparkSession", usage: str, rollups: str,
     root = Path(rollups).resolve()
     root.mkdir(parents=True, exist_ok=True)
     state = files.load_state(root)
-    versions, hashes, quota_rows = _versions(spark, base, root, quotas)
+    versions, hashes, quota_rows = _versions(spark, base, root, quotas, state)
     now = hour_signatures(versions, hashes, list(state["hours"]))
     pending = {h for h, sig in now.items() if state["hours"][h] != sig}
     done = Update()
@@ -287,6 +329,10 @@ def update_rollups(spark: "SparkSession", usage: str, rollups: str,
         progress(f"quota versions changed: rolling up {len(pending)} hour(s) again")
         _redo(spark, usage_where, root, set(pending), versions, hashes, state)
         done.hours.extend(sorted(pending))
+    missing = _days_without_levels(root, state)
+    if missing:  # once, for rollups kept before levels/ was
+        progress(f"merging {len(missing)} day(s) of rollups")
+        _redo_days(spark, root, missing, set(state["hours"]))
     state["updated_at"] = datetime.now(timezone.utc).replace(tzinfo=None).isoformat(sep=" ")
     files.save_state(root, state)
     done.input_rows = rows + quota_rows

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from quota_core.domain import Entity
+from quota_core.telemetry.rollup_files import HOURLY, LEVELS
 from quota_core.telemetry.schema import SnapshotWindows
 
 from pipeline import analysis, rollups
@@ -29,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["Inputs", "load_inputs", "build_windows", "summary_levels", "derived_tables",
-           "build_tables", "read_hourly", "run"]
+           "build_tables", "read_hourly", "read_levels", "run"]
 
 QuotaSet = Mapping[Entity, Mapping[str, float]]
 #: Scratch tables under the output's staging directory, removed before it is renamed
@@ -159,6 +160,62 @@ def read_hourly(spark: "SparkSession", where: str, when: TimeRange) -> "DataFram
     return roll
 
 
+def _hour_in(hour: str, when: TimeRange) -> bool:
+    """Whether the hour ``2025-01-06T14`` touches ``when`` (as :func:`read_hourly` keeps it)."""
+    from quota_core.telemetry.rollup_files import hour_key
+
+    if when.start is not None and hour < hour_key(when.start):
+        return False
+    if when.end is not None:
+        key = hour_key(when.end)
+        on_hour = when.end == when.end.replace(minute=0, second=0, microsecond=0)
+        return hour < key if on_hour else hour <= key
+    return True
+
+
+def _hours_in(where: str, when: TimeRange) -> list[str]:
+    """The kept hours (``hourly/hour=…`` folders) that touch ``when``."""
+    path = Path(where) / HOURLY
+    hours = sorted(p.name[5:] for p in path.glob("hour=*") if p.is_dir()) \
+        if path.is_dir() else []
+    return [h for h in hours if _hour_in(h, when)]
+
+
+def read_levels(spark: "SparkSession", where: str, when: TimeRange) -> "DataFrame | None":
+    """pipeline.rollups.levels of the rollups kept under ``where`` in ``when`` (widened to the
+    hours it touches), from the days' merged rows (``levels/day=…``) for the days the range
+    holds whole and from the hourly rows for the rest: a row per day, bucket and level
+    instead of one per hour, broker, bucket and level. None when no hour is kept there."""
+    hours = _hours_in(where, when)
+    if not hours:
+        return None
+    levels_dir = Path(where) / LEVELS
+    by_day: dict[str, list[str]] = {}
+    for hour in hours:
+        by_day.setdefault(hour[:10], []).append(hour)
+    whole = [d for d in sorted(by_day)
+             if len(_hours_in_day(d, when)) == 24 and (levels_dir / f"day={d}").is_dir()]
+    parts = []
+    with translating(str(Path(where))):
+        if whole:
+            parts.append(spark.read.parquet(*[str(levels_dir / f"day={d}") for d in whole]))
+        rest = [h for h in hours if h[:10] not in whole]
+        if rest:
+            hourly_dir = Path(where) / HOURLY
+            roll = spark.read.option("basePath", str(hourly_dir)).parquet(
+                *[str(hourly_dir / f"hour={h}") for h in rest])
+            parts.append(rollups.day_levels(roll).drop("day"))
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    return rollups.merge_levels(union)
+
+
+def _hours_in_day(day: str, when: TimeRange) -> list[str]:
+    """The hours of ``day`` (``YYYY-MM-DD``) that touch ``when``."""
+    return [f"{day}T{h:02d}" for h in range(24) if _hour_in(f"{day}T{h:02d}", when)]
+
+
 def run(spark: "SparkSession", usage: str, out: str, when: TimeRange = TimeRange(),
         quotas: QuotaSet | None = None, what_if: QuotaSet | None = None,
         kafka_bootstrap: str | None = None, overwrite: bool = False,
@@ -179,14 +236,19 @@ def run(spark: "SparkSession", usage: str, out: str, when: TimeRange = TimeRange
         progress(f"updating the rollups in {rollups_dir}")
         progress(update_rollups(spark, usage, rollups_dir, quotas, progress).describe())
     with staged(out, overwrite) as tmp:
-        roll = win = None
+        roll = win = kept = None
         if rollups_dir is not None:
-            roll = read_hourly(spark, rollups_dir, when)
-            if roll.limit(1).count() == 0:
+            kept = read_levels(spark, rollups_dir, when)
+            if kept is None:
+                if not (Path(rollups_dir) / HOURLY).is_dir():
+                    raise PipelineError(f"{rollups_dir}: no rollups yet (no usage samples "
+                                        f"were found).", path=rollups_dir)
                 raise PipelineError(f"{rollups_dir}: no usage samples from {when.describe()}: "
                                     f"widen --from/--to or check the collector ran then.",
                                     path=rollups_dir)
-        if windows or roll is None:
+            if what_if is not None:  # per hour and broker: the proposal's share per sketch
+                roll = read_hourly(spark, rollups_dir, when)
+        if windows or kept is None:
             progress(f"reading {usage} ({when.describe()})")
             inputs = load_inputs(spark, usage, when, quotas, kafka_bootstrap, kafka_client)
             progress(f"{len(inputs.versions)} quota version(s); the throttle estimate uses the "
@@ -203,10 +265,10 @@ def run(spark: "SparkSession", usage: str, out: str, when: TimeRange = TimeRange
         # it comes from the samples themselves (sorted rates, exact): rolling a range up
         # only to summarise it costs a sketch per hour, broker and bucket, as many as the
         # samples when buckets are many and scrapes sparse (115 s of 10M samples).
-        if roll is None:
+        if kept is None:
             levels = _scratch(spark, summary_levels(win, names), tmp, LEVELS, progress)
         else:
-            levels = _scratch(spark, rollups.levels(roll), tmp, LEVELS, progress)
+            levels = _scratch(spark, kept, tmp, LEVELS, progress)
         for name, df in derived_tables(levels, _what_if(roll, win, what_if)).items():
             write_table(df, tmp, name, progress)
         shutil.rmtree(tmp / LEVELS, ignore_errors=True)

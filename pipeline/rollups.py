@@ -39,7 +39,8 @@ from pipeline.snapshots import QuotaVersions
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["HOUR_FORMAT", "hour_of", "hourly", "daily", "levels", "what_if"]
+__all__ = ["HOUR_FORMAT", "hour_of", "hourly", "daily", "levels", "day_levels", "merge_levels",
+           "what_if"]
 
 #: The ``hour`` partition value: the UTC hour's start, ``2025-01-06T14`` (sorts as time).
 HOUR_FORMAT = "yyyy-MM-dd'T'HH"
@@ -91,20 +92,49 @@ def daily(roll: "DataFrame") -> "DataFrame":
         F.max_by("q_last", "t_last").alias("q_last"), F.max("t_last").alias("t_last"))
 
 
+def _level_aggs(brokers: "Column") -> list["Column"]:
+    """What :func:`levels` keeps per bucket and level, with ``brokers`` the set of brokers."""
+    from pyspark.sql import functions as F
+
+    return [F.sum("throttled_s").alias("throttled_s"),
+            F.sum("broker_throttled_s").alias("broker_throttled_s"),
+            F.max("max_utilisation").alias("max_utilisation"),
+            F.sum("samples").alias("samples"),
+            brokers.alias("brokers"),
+            sketches.merge_agg("rates").alias("rates"),
+            F.max_by("q_last", "t_last").alias("q_last"), F.max("t_last").alias("t_last")]
+
+
 def levels(roll: "DataFrame") -> "DataFrame":
     """Rollups merged per bucket and level: what analysis.by_client, by_entry and sizing take
     (as they take analysis.per_level), with ``rates`` a merged sketch."""
     from pyspark.sql import functions as F
 
     return roll.groupBy(*BUCKET, "level", "source").agg(
-        F.sum("throttled_s").alias("throttled_s"),
-        F.sum("broker_throttled_s").alias("broker_throttled_s"),
-        F.max("max_utilisation").alias("max_utilisation"),
-        F.sum("samples").alias("samples"),
-        F.collect_set("broker").alias("brokers"),
-        sketches.merge_agg("rates").alias("rates"),
-        F.max_by("q_last", "t_last").alias("q_last"), F.max("t_last").alias("t_last"),
-    ).withColumn("bucket_id", F.struct(*BUCKET))
+        *_level_aggs(F.collect_set("broker"))).withColumn("bucket_id", F.struct(*BUCKET))
+
+
+def day_levels(roll: "DataFrame") -> "DataFrame":
+    """Hourly rollups merged per UTC day (of ``t_last``), bucket, key and level: what
+    :func:`levels` keeps, a day at a time (kept in ``DIR/levels/day=…``), so that the tables
+    of a long range merge a row per day (:func:`merge_levels`) instead of one per hour and
+    broker. :func:`daily` holds its sketch columns."""
+    from pyspark.sql import functions as F
+
+    return roll.groupBy(F.date_format("t_last", "yyyy-MM-dd").alias("day"), *BUCKET, "level",
+                        "source").agg(*_level_aggs(F.collect_set("broker")))
+
+
+def merge_levels(parts: "DataFrame") -> "DataFrame":
+    """:func:`day_levels` rows (of any days) merged per bucket and level: :func:`levels` of
+    the same hours. Sums, counts, maxima and the latest quota are the same numbers; the
+    sketches are merged in another order, which gives the same percentiles while a sketch
+    holds every rate (pipeline.sketches.K) and stays within its rank error past it."""
+    from pyspark.sql import functions as F
+
+    brokers = F.array_distinct(F.flatten(F.collect_list("brokers")))
+    return parts.groupBy(*BUCKET, "level", "source").agg(
+        *_level_aggs(brokers)).withColumn("bucket_id", F.struct(*BUCKET))
 
 
 def what_if(roll: "DataFrame", proposed: QuotaVersions) -> "DataFrame":

@@ -5,6 +5,9 @@ Layout (``--rollups DIR``, default ``<history>/rollups``)::
     DIR/hourly/hour=2025-01-06T14/part-*.parquet   the rollups (pipeline.rollups), an hour each
     DIR/daily/day=2025-01-06/part-*.parquet        each day's rate sketches, merged (a reader of
                                                     a long range merges a sketch per day)
+    DIR/levels/day=2025-01-06/part-*.parquet       each day's rollups merged per bucket, key
+                                                    and level (what the job's tables take:
+                                                    a long range merges a row per day)
     DIR/_state.json                                 hours kept, their quota signature, freshness
     DIR/_versions.pkl                               the quota versions last folded (a cache)
     DIR/_checkpoints/usage, DIR/_checkpoints/quotas Structured Streaming's checkpoints
@@ -22,12 +25,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HOURLY", "DAILY", "STATE", "VERSIONS", "CHECKPOINTS", "hour_key", "load_state",
+__all__ = ["HOURLY", "DAILY", "LEVELS", "STATE", "VERSIONS", "CHECKPOINTS", "hour_key", "load_state",
            "save_state", "read_rollups", "read_daily", "hour_files", "add_hour_files",
            "recorded_files"]
 
 HOURLY = "hourly"
 DAILY = "daily"
+LEVELS = "levels"
 STATE = "_state.json"
 VERSIONS = "_versions.pkl"
 CHECKPOINTS = "_checkpoints"
