@@ -41,7 +41,8 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _OneLineParser(prog=PROG, description="The client-metrics subscriptions (KIP-714): "
-                       "which metrics clients push to the brokers, and how often.")
+                       "which metrics clients push to the brokers, and how often.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_OneLineParser)
     sub.required = True
     ls = sub.add_parser("list", help="every subscription (name, metric prefixes, match, "
@@ -71,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     u = sub.add_parser("unsubscribe", help="remove a subscription")
     add_backend_arguments(u)
     u.add_argument("name", metavar="NAME", help="the subscription's name")
+    p.epilog = "actions (each has its own --help):\n" + "".join(
+        "  " + a.format_usage().removeprefix("usage: ") for a in (ls, s, u))
     return p
 
 
