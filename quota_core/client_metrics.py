@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from .errors import UsageError
+from .wording import TELEMETRY_NOT_COLLECTED as NOT_COLLECTED
 
 __all__ = [
     "ALL_METRICS", "DEFAULT_INTERVAL_MS", "DEFAULT_SUBSCRIPTION", "KAFKA_DEFAULT_INTERVAL_MS",
@@ -37,8 +38,6 @@ ALL_METRICS = "*"
 MIN_INTERVAL_MS, MAX_INTERVAL_MS = 100, 3_600_000
 KAFKA_DEFAULT_INTERVAL_MS = 300_000
 MAX_NAME_CHARS = 255
-#: The sentence for a cluster that collects nothing clients push (no plugin, or before 3.7).
-NOT_COLLECTED = "client telemetry is not collected on this cluster"
 
 _PREFIX = re.compile(r"[A-Za-z0-9_.\-]+")
 

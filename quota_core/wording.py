@@ -22,7 +22,11 @@ from .keys import QUOTA_KEYS, format_value
 from .units import format_quota, format_rate
 
 __all__ = ["plural", "verb", "against", "inherited", "inherited_short", "entry_clients",
-           "quota_changed", "clients_moved", "quota_before"]
+           "quota_changed", "clients_moved", "quota_before", "TELEMETRY_NOT_COLLECTED"]
+
+#: What the console says of a cluster that collects nothing clients push (KIP-714): no broker
+#: plugin receives the pushes, or the cluster is older than Kafka 3.7.
+TELEMETRY_NOT_COLLECTED = "client telemetry is not collected on this cluster"
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

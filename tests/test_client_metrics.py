@@ -91,3 +91,19 @@ def test_the_default_subscription_is_throttle_latency_and_connections_at_30s():
     assert all(parse_metrics(p) == (p,) for p in d.metrics)
     assert d.as_dict() == {"name": "quota-console-default", "metrics": list(d.metrics),
                            "match": {}, "interval_ms": 30_000}
+
+
+def test_a_broker_advertising_no_telemetry_api_collects_nothing():
+    """KIP-714: a broker advertises GetTelemetrySubscriptions (71) only with a plugin loaded.
+    (The real broker of the session has the plugin: tests/test_client_telemetry_kafka.py.)"""
+    from types import SimpleNamespace
+
+    from quota_core.backends.kafka_client_metrics import telemetry_collected
+
+    def backend(api_versions):
+        return SimpleNamespace(_manager=SimpleNamespace(
+            broker_version_data=SimpleNamespace(api_versions=api_versions)))
+
+    assert telemetry_collected(backend({48: (0, 1), 49: (0, 1), 71: (0, 0), 72: (0, 0)}))
+    assert not telemetry_collected(backend({48: (0, 1), 49: (0, 1)}))
+    assert not telemetry_collected(backend(None))

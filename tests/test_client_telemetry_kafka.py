@@ -86,6 +86,18 @@ def test_what_we_write_kafka_reads_and_the_reverse(kafka_broker):
     assert code == 0 and not {mine, theirs} & {s["name"] for s in json.loads(out)}
 
 
+def test_a_cluster_without_the_plugin_is_named_and_the_rest_works(kafka_broker, monkeypatch):
+    from quota_core.backends import kafka_client_metrics
+
+    code, _, err = ours("list", "--bootstrap-server", kafka_broker.bootstrap)
+    assert code == 0 and "not collected" not in err  # the session broker has the plugin
+    # a broker without it advertises no GetTelemetrySubscriptions (see test_client_metrics.py)
+    monkeypatch.setattr(kafka_client_metrics, "telemetry_collected", lambda backend: False)
+    code, out, err = ours("list", "--bootstrap-server", kafka_broker.bootstrap)
+    assert code == 0 and out
+    assert "client telemetry is not collected on this cluster" in err and err.count("\n") == 1
+
+
 def _rdkafka_load(bootstrap: str, stop: threading.Event) -> None:
     from confluent_kafka import Producer
 
