@@ -81,7 +81,9 @@ public class ClientTelemetryPlugin implements MetricsReporter, ClientTelemetryEx
     private int maxInstances = 10_000;
     private int maxSeries = 100;
     private int expiryIntervals = 3;
-    private long minExpiryMs = 3_000;
+    /** A throttled client sends nothing to the broker, pushes included, until its throttle time
+     *  is over (up to the quota window, 11 s by default): it must not be dropped for that. */
+    private long minExpiryMs = 15_000;
 
     private final Time time;
     private final Map<String, Instance> instances = new ConcurrentHashMap<>();
