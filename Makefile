@@ -1,6 +1,7 @@
 # quota console — the two commands: `make run` (the dashboard) and `make test` (the suite).
 # Everything installs itself: the virtualenv (pinned requirements), Debian's Chromium for the
-# browser tests, and the Kafka broker jars (fetched with mvn into .cache/).
+# browser tests, and the Kafka broker jars (fetched with mvn into .cache/, with the client-telemetry
+# plugin built from scripts/kafka/telemetry-plugin).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv

@@ -23,7 +23,11 @@ from quota_core.domain.units import format_quota, format_rate
 
 __all__ = ["plural", "verb", "against", "inherited", "inherited_short", "entry_clients",
            "quota_changed", "clients_moved", "quota_before", "read_only_refused",
-           "versions_differ", "custom_callback_on"]
+           "versions_differ", "custom_callback_on", "TELEMETRY_NOT_COLLECTED"]
+
+#: What the console says of a cluster that collects nothing clients push (KIP-714): no broker
+#: plugin receives the pushes, or the cluster is older than Kafka 3.7.
+TELEMETRY_NOT_COLLECTED = "client telemetry is not collected on this cluster"
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
