@@ -7,6 +7,7 @@ the usage history's schema shared with the Spark pipeline (:mod:`.schema`).
 May import: the pure core, the standard library, prometheus-client, pyarrow and the Kafka
 producer. Never changes, cli, ui, pages or pipeline (checked by import-linter).
 """
+from .client_reports import ClientReport, client_reports, telemetry_collected
 from .names import decode_client_id, decode_user, jmx_unquote
 from .parse import parse_metrics
 from .rules import MBEAN_TYPES, RULES, SeriesRule, rule_for
@@ -14,7 +15,7 @@ from .scrape import fetch_text, scrape
 from .series import ATTRIBUTES, QUOTA_TYPES, QuotaSeries
 
 __all__ = [
-    "ATTRIBUTES", "MBEAN_TYPES", "QUOTA_TYPES", "QuotaSeries", "RULES", "SeriesRule",
-    "decode_client_id", "decode_user", "fetch_text", "jmx_unquote", "parse_metrics",
-    "rule_for", "scrape",
+    "ATTRIBUTES", "ClientReport", "MBEAN_TYPES", "QUOTA_TYPES", "QuotaSeries", "RULES", "SeriesRule",
+    "client_reports", "decode_client_id", "decode_user", "fetch_text", "jmx_unquote", "parse_metrics",
+    "rule_for", "scrape", "telemetry_collected",
 ]

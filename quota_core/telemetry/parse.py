@@ -12,6 +12,7 @@ import re
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..errors import MetricsError
+from .client_reports import is_client_sample
 from .names import decode_client_id, decode_user, jmx_unquote
 from .rules import MBEAN_TYPES, NODE_ID_LABEL, NODE_ID_METRIC, SeriesRule, rule_for
 from .series import ATTRIBUTES, EndpointSeries, QuotaSeries
@@ -30,10 +31,13 @@ def parse_metrics(text: str, broker: str, *, by_node_id: bool = False) -> Endpoi
     broker's node id labels them instead, when the endpoint exports it (``NODE_ID_METRIC``),
     since a node id is what Kafka's own tools and logs call a broker. Series no rule reads are
     ignored (jvm_*, other Kafka metrics), and so are broker-wide values without bucket tags.
+    The client-telemetry plugin's samples (``kafka_client_telemetry_*``) are kept apart, in
+    ``client_samples``, for :func:`~quota_core.telemetry.client_reports.client_reports`.
     Raises :class:`~quota_core.errors.MetricsError` if the text is not Prometheus text or a
     tag is not the JMX-quoted form Kafka writes.
     """
     found: list[QuotaSeries] = []
+    clients: list = []
     node_id: str | None = None
     families = text_string_to_metric_families(text)  # lazily: one family held at a time
     while True:
@@ -48,10 +52,13 @@ def parse_metrics(text: str, broker: str, *, by_node_id: bool = False) -> Endpoi
         if family is None:
             if by_node_id and node_id is not None:
                 found = [dataclasses.replace(s, broker=node_id) for s in found]
-            return EndpointSeries(found, node_id)
+            return EndpointSeries(found, node_id, clients)
         for sample in family.samples:
             if sample.name == NODE_ID_METRIC and sample.labels.get(NODE_ID_LABEL, "").isdigit():
                 node_id = sample.labels[NODE_ID_LABEL]
+            if is_client_sample(sample.name):
+                clients.append(sample)
+                continue
             rule = rule_for(sample.name)
             if rule is not None:
                 series = _read(rule, sample.labels, float(sample.value), broker)

@@ -47,6 +47,10 @@ class EndpointSeries(list):
     export one). An endpoint with no buckets yet still names its broker: that is how the console
     knows which brokers it watches."""
 
-    def __init__(self, series=(), node_id: str | None = None) -> None:
+    def __init__(self, series=(), node_id: str | None = None, client_samples=()) -> None:
         super().__init__(series)
         self.node_id = node_id
+        #: The client-telemetry plugin's samples on this endpoint (prometheus_client samples,
+        #: read by :func:`~quota_core.telemetry.client_reports.client_reports`); empty when the
+        #: broker runs no plugin.
+        self.client_samples = list(client_samples)
