@@ -27,7 +27,7 @@ from .membership import Membership, Tags
 
 __all__ = ["AGREEMENTS", "AGREE", "CLIENT_NOT_THROTTLED", "BROKER_NOT_THROTTLED",
            "NO_TELEMETRY", "DIRECTIONS", "ClientInstance", "ClientView", "client_view",
-           "user_of_principal", "in_bucket", "view_for_verdict"]
+           "user_of_principal", "in_bucket", "view_for_verdict", "ClientSide"]
 
 AGREE = "agree"
 CLIENT_NOT_THROTTLED = "client-not-throttled"
@@ -144,6 +144,20 @@ class ClientView:
     def as_dict(self) -> dict:
         return {"reported": self.reported, "instances": [i.as_dict() for i in self.instances],
                 "agreement": self.agreement, "sentence": self.sentence}
+
+
+@dataclass(frozen=True)
+class ClientSide:
+    """Every client report one read of the brokers gave, and whether any endpoint read carries
+    the client-telemetry plugin at all (False: "not collected on this cluster")."""
+
+    reports: tuple = ()
+    collected: bool = False
+
+    def view(self, key: str, throttled: bool | None, brokers: Sequence, bucket: Tags,
+             members: Membership, *, recent: bool = False) -> "ClientView":
+        return client_view(key, throttled, brokers, bucket, self.reports, members,
+                           recent=recent, collected=self.collected)
 
 
 def in_bucket(members: Membership, key: str, bucket: Tags):

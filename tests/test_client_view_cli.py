@@ -1,0 +1,108 @@
+"""``--resolve --metrics … --output json`` carries the client's own side (issue 30; the
+contract's "Client view"): three tiny real HTTP endpoints, one per broker, serving the
+quota series and the client-telemetry plugin's series as a broker's exporter does."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from quota_core import Entity
+from tests.cli_steps import run, sandbox_with
+from tests.test_spread_cli import serve
+
+MiB = 1024 * 1024
+P = "producer_byte_rate"
+QUOTAS = {Entity.of(user="alice"): {P: 2 * MiB}}
+LABELS = ('client_instance_id="AAAAAAAAAAAAAAAAAAAAAQ",client_id="batch-export",'
+          'principal="User:alice",client_software_name="apache-kafka-java",'
+          'client_software_version="4.3.1"')
+
+
+def telemetry(avg: float, mx: float) -> str:
+    return ("kafka_client_telemetry_plugin_instances 1.0\n"
+            f"kafka_client_telemetry_push_age_seconds{{{LABELS}}} 3.5\n"
+            "kafka_client_telemetry_value{metric=\"org.apache.kafka.producer.produce.throttle."
+            f"time.avg\",{LABELS}}} {avg}\n"
+            "kafka_client_telemetry_value{metric=\"org.apache.kafka.producer.produce.throttle."
+            f"time.max\",{LABELS}}} {mx}\n"
+            "kafka_client_telemetry_value{metric=\"org.apache.kafka.producer.node.request."
+            f"latency.avg\",{LABELS},destination_node_id=\"node-2\"}} 505.0\n")
+
+
+THROTTLED = ('kafka_server_produce_byte_rate{user="alice"} 2300000.0\n'
+             'kafka_server_produce_throttle_time{user="alice"} 480.0\n')
+
+
+def endpoints_of(bodies: dict[str, str]):
+    servers = [serve(body) for body in bodies.values()]
+    text = ",".join(f"{label}=http://127.0.0.1:{s.server_address[1]}/metrics"
+                    for label, s in zip(bodies, servers))
+    return text, servers
+
+
+@pytest.fixture
+def cluster():
+    made = []
+
+    def start(bodies):
+        text, servers = endpoints_of(bodies)
+        made.extend(servers)
+        return text
+    yield start
+    for s in made:
+        s.shutdown()
+        s.server_close()
+
+
+def resolve(tmp_path, endpoints, fmt="json"):
+    store = sandbox_with(tmp_path / "q.sqlite", QUOTAS)
+    return run("--sandbox", store, "--resolve", "--user", "alice", "--client-id",
+               "batch-export", "--metrics", endpoints, "--output", fmt)
+
+
+def test_the_client_object_holds_the_contract_s_shape(tmp_path, cluster):
+    endpoints = cluster({"1": "", "2": THROTTLED + telemetry(480.0, 950.0), "3": ""})
+    code, out, err = resolve(tmp_path, endpoints)
+    assert code == 0, err
+    live = json.loads(out)["quotas"][P]["live"]
+    assert live["throttled"] is True
+    client = live["client"]
+    assert set(client) == {"reported", "instances", "agreement", "sentence"}
+    assert client["reported"] is True and client["agreement"] == "agree"
+    assert client["instances"] == [{
+        "instance_id": "AAAAAAAAAAAAAAAAAAAAAQ", "client_id": "batch-export",
+        "software_name": "apache-kafka-java", "software_version": "4.3.1",
+        "throttle_ms_avg": 480.0, "throttle_ms_max": 950.0, "last_push_age_s": 3.5,
+        "brokers": {"2": {"request_latency_ms_avg": 505.0}}}]
+    assert client["sentence"] == ("the broker throttles this bucket on broker 2, and the client "
+                                  "reports waiting 480 ms per request there (at most 950 ms)")
+    code, out, err = resolve(tmp_path, endpoints, "text")
+    assert "  client: the broker throttles this bucket on broker 2" in out
+
+
+def test_a_client_that_reports_no_throttle_and_a_cluster_without_the_plugin(tmp_path, cluster):
+    endpoints = cluster({"1": "", "2": THROTTLED + telemetry(0.0, 0.0), "3": ""})
+    code, out, err = resolve(tmp_path, endpoints)
+    client = json.loads(out)["quotas"][P]["live"]["client"]
+    assert client["agreement"] == "client-not-throttled"
+    assert "it may ignore throttling (clients before KIP-219 do)" in client["sentence"]
+
+    endpoints = cluster({"1": "", "2": THROTTLED, "3": ""})
+    code, out, err = resolve(tmp_path, endpoints)
+    client = json.loads(out)["quotas"][P]["live"]["client"]
+    assert client == {"reported": False, "instances": [], "agreement": "no-telemetry",
+                      "sentence": "client telemetry is not collected on this cluster (no broker "
+                                  "shows pushed client metrics): the client's side is unknown"}
+
+
+def test_a_broker_not_read_claims_no_agreement(tmp_path, cluster):
+    # Broker 2 (the one that throttles) is down: the broker side is unknown.
+    endpoints = cluster({"1": telemetry(480.0, 950.0), "3": ""})
+    endpoints += ",2=http://127.0.0.1:9/metrics"
+    code, out, err = resolve(tmp_path, endpoints)
+    assert code == 1
+    live = json.loads(out)["quotas"][P]["live"]
+    assert live["throttled"] is None
+    assert live["client"]["agreement"] is None
+    assert "no agreement is claimed" in live["client"]["sentence"]
