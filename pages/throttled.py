@@ -9,12 +9,16 @@ import pandas as pd
 import streamlit as st
 
 from quota_core.changes.audit import for_store
+from quota_core.client_view import bucket_views
 from quota_core.live import throttled_rows
+from quota_core.membership import Membership
+from quota_core.verdict import tags_entity
 from quota_core.settle import changed_lately, recent_changes
 from quota_core.spread import brokers_text
 from quota_core.units import format_quota, format_rate
 from quota_core.wording import plural, quota_changed, verb
 from ui.charts import utilisation_bar
+from ui.client_panel import show_client_views
 from ui.coverage import unwatched_warnings
 from ui.live import ended_ago, feed, frame_unread, held_rows
 from ui.render import entity_text
@@ -165,6 +169,12 @@ def board() -> None:
     })
     show_bucket_spreads(rows, hot, unread, key="tn_spread",
                         brokers=frame.brokers)
+    # What the clients of each bucket shown report themselves (KIP-714).
+    show_client_views([(f"{key} {tags_entity((u, c)).display()}", view)
+                       for (key, u, c), view in bucket_views(
+                           rows, frame.client_side(), Membership(ctx.snapshot.quotas), unread,
+                           only=[r for r in hot if r.throttled or r.recent])],
+                      frame.at, key="tn_clients")
 
 
 def _ms(value: float | None) -> str:

@@ -27,7 +27,7 @@ from .membership import Membership, Tags
 
 __all__ = ["AGREEMENTS", "AGREE", "CLIENT_NOT_THROTTLED", "BROKER_NOT_THROTTLED",
            "NO_TELEMETRY", "DIRECTIONS", "ClientInstance", "ClientView", "client_view",
-           "user_of_principal", "in_bucket", "view_for_verdict", "ClientSide"]
+           "user_of_principal", "in_bucket", "view_for_verdict", "ClientSide", "bucket_views"]
 
 AGREE = "agree"
 CLIENT_NOT_THROTTLED = "client-not-throttled"
@@ -242,3 +242,27 @@ def view_for_verdict(verdict, reports: Iterable[Report], members: Membership, *,
         return None
     return client_view(verdict.key, verdict.throttled, verdict.brokers, verdict.bucket,
                        reports, members, recent=verdict.recent, collected=collected)
+
+
+def bucket_views(rows: Sequence, side: ClientSide, members: Membership,
+                 unread: Iterable[str] = (), only: Iterable | None = None
+                 ) -> list[tuple[tuple[str, str | None, str | None], ClientView]]:
+    """One client view per (key, user tag, client id tag) bucket of the live ``rows``
+    (:class:`quota_core.live.BucketUsage`), each judged by the one live verdict over its
+    brokers: ``[((key, user, client_id), view)]``, in the order the buckets first appear
+    (``only``: just the buckets of these rows, e.g. Throttled now's)."""
+    from .live import live_verdict, recent_verdict
+
+    unread = tuple(unread)
+    grouped: dict[tuple, list] = {}
+    for r in rows:
+        grouped.setdefault((r.key, r.user, r.client_id), []).append(r)
+    keys = list(grouped) if only is None else list(dict.fromkeys(
+        (r.key, r.user, r.client_id) for r in only))
+    out = []
+    for bucket in keys:
+        mine = grouped.get(bucket, [])
+        key, user, client_id = bucket
+        out.append((bucket, side.view(key, live_verdict(mine, unread), mine, (user, client_id),
+                                      members, recent=recent_verdict(mine))))
+    return out

@@ -12,6 +12,7 @@ from datetime import datetime
 
 import streamlit as st
 
+from quota_core.client_view import view_for_verdict
 from quota_core.live import KEY_OF_TYPE, gather
 from quota_core.membership import Membership
 from quota_core.resolution import Resolution
@@ -22,6 +23,7 @@ from quota_core.throttle import DEFAULT_WINDOW
 from quota_core.verdict import tags_entity
 
 from .charts import rate_vs_quota
+from .client_panel import show_client_views
 from .live import feed, frame_unread, held_rows
 from .spread import show_spreads
 from .page_context import connected_cluster, secrets_dict
@@ -82,6 +84,11 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window,
             if s.kind == "status"] + [s for s in (blind, quiet) if s]
     if said:  # st.html refuses an empty body
         st.html(sentences_html(said))
+    # What the bucket's clients report themselves (KIP-714), per key with live figures.
+    side = latest.client_side()
+    show_client_views([(f"{v.key} {tags_entity(v.bucket).display()}",
+                        view_for_verdict(v, side.reports, members, collected=side.collected))
+                       for v in found if v.brokers is not None], latest.at, key="rs_clients")
     # The client x broker view: its own bucket per key on every broker read (more than one),
     # and the sentence that explains the spread. Never one summed "cluster" throttle.
     known = {r.broker for r in rows} | set(latest.brokers)
