@@ -158,3 +158,53 @@ def test_names_stay_raw_in_the_view():
     view = client_view("producer_byte_rate", True, [Fig("2", True)], ("<i>u</i>", None), [odd],
                        Membership({Entity.of(user="<i>u</i>"): {"producer_byte_rate": 1.0}}))
     assert view.instances[0].client_id == "<b>x</b>"
+
+
+# -- the two lint rules ---------------------------------------------------------------------
+def _lint(views, telemetry=True, instances=1):
+    from quota_core.lint import LintInput, run_lint
+
+    report = run_lint(LintInput(QUOTAS, "test", clients=views, telemetry=telemetry,
+                                client_instances=instances, live_source="--metrics (test)"))
+    return [f for f in report.findings
+            if f.rule in ("client-ignores-throttle", "no-telemetry-subscription")], report
+
+
+def _views(*cases):
+    return [(("producer_byte_rate", "alice", None),
+             client_view("producer_byte_rate", verdict, brokers, ALICE, reports, MEMBERS))
+            for verdict, brokers, reports in cases]
+
+
+def test_lint_client_ignores_throttle():
+    found, report = _lint(_views((True, ON_2, [ZERO])))
+    assert [(f.rule, f.severity, f.entity, f.key) for f in found] == [
+        ("client-ignores-throttle", "warning", Entity.of(user="alice"), "producer_byte_rate")]
+    assert "it may ignore throttling" in found[0].evidence
+    assert "'batch-export' (confluent-kafka-python 2.6.0)" in found[0].evidence
+    assert found[0].fix_quotas == {}
+    # Agreeing, blind or silent buckets are no finding of this rule.
+    for case in [(True, ON_2, [Report()]), (None, NOWHERE[:2], [ZERO]), (False, NOWHERE, [ZERO])]:
+        found, _ = _lint(_views(case))
+        assert [f.rule for f in found] == []
+
+
+def test_lint_no_telemetry_subscription():
+    found, _ = _lint(_views((True, ON_2, [])), telemetry=False, instances=0)
+    assert [(f.rule, f.severity, f.entity) for f in found] == [
+        ("no-telemetry-subscription", "info", None)]
+    assert found[0].evidence.startswith("client telemetry is not collected on this cluster")
+    found, _ = _lint(_views((True, ON_2, [])), telemetry=True, instances=0)
+    assert "no client pushes" in found[0].evidence
+    # The plugin is there, some clients push: each throttled bucket none of whose push.
+    found, _ = _lint(_views((True, ON_2, []), (False, NOWHERE, [])), instances=3)
+    assert [(f.rule, f.entity, f.key) for f in found] == [
+        ("no-telemetry-subscription", Entity.of(user="alice"), "producer_byte_rate")]
+
+
+def test_lint_without_live_figures_names_the_live_rules_as_not_run():
+    from quota_core.lint import LintInput, run_lint
+
+    skipped = dict(run_lint(LintInput(QUOTAS, "test")).skipped)
+    assert "--metrics" in skipped["client-ignores-throttle"]
+    assert "--metrics" in skipped["no-telemetry-subscription"]

@@ -106,3 +106,22 @@ def test_a_broker_not_read_claims_no_agreement(tmp_path, cluster):
     assert live["throttled"] is None
     assert live["client"]["agreement"] is None
     assert "no agreement is claimed" in live["client"]["sentence"]
+
+
+def test_lint_metrics_runs_the_live_rules(tmp_path, cluster):
+    endpoints = cluster({"1": "", "2": THROTTLED + telemetry(0.0, 0.0), "3": ""})
+    store = sandbox_with(tmp_path / "q.sqlite", QUOTAS)
+    code, out, err = run("lint", "--sandbox", store, "--metrics", endpoints, "--output", "json")
+    assert code == 2, err
+    found = [f for f in json.loads(out) if f["rule"] == "client-ignores-throttle"]
+    assert [(f["entity"], f["key"], f["severity"]) for f in found] == [
+        ({"user": "alice"}, P, "warning")]
+    assert "ran client-ignores-throttle on --metrics (3 endpoints read)" in err
+    # Without the plugin on any endpoint: one info finding, named.
+    endpoints = cluster({"1": "", "2": THROTTLED, "3": ""})
+    code, out, err = run("lint", "--sandbox", store, "--metrics", endpoints, "--output", "json",
+                         "--fail-on", "info")
+    assert code == 2, err
+    assert [(f["rule"], f["entity"]) for f in json.loads(out)
+            if f["rule"] == "no-telemetry-subscription"] == [
+        ("no-telemetry-subscription", None)]
