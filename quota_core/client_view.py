@@ -27,7 +27,8 @@ from .membership import Membership, Tags
 
 __all__ = ["AGREEMENTS", "AGREE", "CLIENT_NOT_THROTTLED", "BROKER_NOT_THROTTLED",
            "NO_TELEMETRY", "DIRECTIONS", "ClientInstance", "ClientView", "client_view",
-           "user_of_principal", "in_bucket", "view_for_verdict", "ClientSide", "bucket_views"]
+           "user_of_principal", "in_bucket", "view_for_verdict", "ClientSide", "bucket_views",
+           "bucket_client_throttle"]
 
 AGREE = "agree"
 CLIENT_NOT_THROTTLED = "client-not-throttled"
@@ -266,3 +267,19 @@ def bucket_views(rows: Sequence, side: ClientSide, members: Membership,
         out.append((bucket, side.view(key, live_verdict(mine, unread), mine, (user, client_id),
                                       members, recent=recent_verdict(mine))))
     return out
+
+
+def bucket_client_throttle(key: str, bucket: Tags, reports: Iterable[Report],
+                           members: Membership | None = None) -> float | None:
+    """The largest average throttle time (ms per request, over their last pushes) the client
+    instances of ``bucket`` report for ``key``'s direction; None when none of them reports
+    one. Without ``members`` (no quota set read yet) a client is in the bucket when its names
+    match the bucket's tags."""
+    if members is not None:
+        belongs = in_bucket(members, key, bucket)
+    else:
+        u, c = bucket
+
+        def belongs(user: str, client_id: str) -> bool:
+            return (u is None or user == u) and (c is None or client_id == c)
+    return _max(i.throttle_ms_avg for i in _instances(key, reports, belongs))

@@ -125,3 +125,39 @@ def test_lint_metrics_runs_the_live_rules(tmp_path, cluster):
     assert [(f["rule"], f["entity"]) for f in json.loads(out)
             if f["rule"] == "no-telemetry-subscription"] == [
         ("no-telemetry-subscription", None)]
+
+
+def test_the_collector_keeps_the_client_reported_throttle_per_sample(tmp_path):
+    """The usage samples carry client_throttle_ms (what the bucket's clients report), written
+    to Parquet; a file written before the column existed stays readable."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from quota_core.lint.history_files import read_usage
+    from quota_core.telemetry.collector import Collector, parse_endpoints
+    from quota_core.telemetry.parse import parse_metrics
+    from quota_core.telemetry.sinks import ParquetSink
+
+    bodies = {"1": 'kafka_server_app_info_start_time_ms{node_id="1"} 1.0\n' +
+              telemetry(480.0, 950.0),  # the client pushes to broker 1 ...
+              "2": 'kafka_server_app_info_start_time_ms{node_id="2"} 1.0\n' + THROTTLED}
+    endpoints = parse_endpoints(",".join(f"{b}=http://127.0.0.1:1/{b}" for b in bodies))
+    sink = ParquetSink(tmp_path / "h")
+    collector = Collector(endpoints, lambda: QUOTAS, sink,
+                          lambda url, label, timeout: parse_metrics(bodies[url[-1]], label),
+                          log=lambda line: None)
+    import time
+    now = time.time()
+    collector.snapshot(now)
+    collector.scrape_all(now)
+    assert collector.flush()
+    table = pq.read_table(tmp_path / "h" / "usage").to_pandas()
+    row = table[table["user"] == "alice"].iloc[0]
+    # ... and is throttled by broker 2: its sample there carries what the client reports.
+    assert (row["broker"], row["throttle_ms"], row["client_throttle_ms"]) == ("2", 480.0, 480.0)
+
+    # An old file without the column: lint's reader still reads the history.
+    old = table.drop(columns=["client_throttle_ms", "date"])
+    folder = tmp_path / "h" / "usage" / f"date={row['ts'].date().isoformat()}"
+    pq.write_table(pa.Table.from_pandas(old, preserve_index=False), folder / "part-old.parquet")
+    assert len(read_usage(tmp_path / "h", 7)) == 2 * len(old)

@@ -18,6 +18,15 @@ throttle_ms    double     the broker's throttle-time (null when it reported NaN)
 interval_s     double     the seconds this sample stands for
 =============  =========  ==============================================================
 
+and, optional (:data:`CLIENT_USAGE_COLUMNS`; files written before it lack it and stay
+readable: a reader that wants it takes null for a file without it):
+
+==================  ======  ==============================================================
+client_throttle_ms  double  the largest average throttle time (ms per request) the bucket's
+                            client instances report themselves (KIP-714, over their last
+                            pushes, on any broker); null when none of them pushes one
+==================  ======  ==============================================================
+
 **Quota snapshots**, the whole quota set at a time: one row per (entity, key) sharing ``ts``;
 ``entity`` is :func:`~quota_core.entities.entity_to_json`'s JSON text (raw names, null for
 the default); an empty quota set is one row whose entity, key and value are null.
@@ -42,20 +51,24 @@ from ..entities import Entity, entity_from_json, entity_to_json
 from ..live import KEY_OF_TYPE, Series, finite, gather
 from ..throttle import DEFAULT_WINDOW, QuotaWindow
 
-__all__ = ["USAGE_COLUMNS", "SNAPSHOT_COLUMNS", "WINDOW_KEYS", "usage_samples", "snapshot_rows",
+__all__ = ["USAGE_COLUMNS", "CLIENT_USAGE_COLUMNS", "SNAPSHOT_COLUMNS", "WINDOW_KEYS", "usage_samples", "snapshot_rows",
            "window_rows", "is_window_row", "SnapshotWindows", "windows_from_rows", "snapshots_to_quotas", "topic_value", "from_topic_value", "iso_utc"]
 
 USAGE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ts", "timestamp"), ("broker", "string"), ("quota_type", "string"), ("user", "string"),
     ("client_id", "string"), ("rate", "double"), ("throttle_ms", "double"),
     ("interval_s", "double"))
+#: Optional usage columns: written by the collector, never required of a file.
+CLIENT_USAGE_COLUMNS: tuple[tuple[str, str], ...] = (("client_throttle_ms", "double"),)
 SNAPSHOT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ts", "timestamp"), ("entity", "string"), ("key", "string"), ("value", "double"))
 
 
-def usage_samples(series: Iterable[Series], ts: datetime, interval_s: float
-                  ) -> list[dict[str, Any]]:
-    """One usage sample per bucket the series mention (buckets without a rate are skipped)."""
+def usage_samples(series: Iterable[Series], ts: datetime, interval_s: float,
+                  client_throttle=None) -> list[dict[str, Any]]:
+    """One usage sample per bucket the series mention (buckets without a rate are skipped).
+    ``client_throttle(quota_type, user, client_id)``: what the bucket's clients report
+    (``client_throttle_ms``); without it the column is left out (null)."""
     out = []
     for (broker, quota_type, user, client_id), figures in sorted(
             gather(series).items(), key=lambda kv: tuple(x or "" for x in kv[0])):
@@ -65,6 +78,8 @@ def usage_samples(series: Iterable[Series], ts: datetime, interval_s: float
                     "client_id": client_id, "rate": finite(figures["rate"]),
                     "throttle_ms": finite(figures.get("throttle")),
                     "interval_s": float(interval_s)})
+        if client_throttle is not None:
+            out[-1]["client_throttle_ms"] = client_throttle(quota_type, user, client_id)
     return out
 
 

@@ -27,7 +27,8 @@ def _arrow_schema(kind: str):
         return pa.schema([("ts", ts), ("broker", pa.string()), ("quota_type", pa.string()),
                           ("user", pa.string()), ("client_id", pa.string()),
                           ("rate", pa.float64()), ("throttle_ms", pa.float64()),
-                          ("interval_s", pa.float64())])
+                          ("interval_s", pa.float64()),
+                          ("client_throttle_ms", pa.float64())])  # optional (schema.py)
     return pa.schema([("ts", ts), ("entity", pa.string()), ("key", pa.string()),
                       ("value", pa.float64())])
 
