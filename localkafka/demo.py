@@ -32,7 +32,8 @@ from quota_core.entities import Entity, QuotaSet
 __all__ = ["demo_quotas", "DEMO_CLIENTS", "DemoProducer", "DEMO_PRODUCERS", "DEMO_CONSUMERS",
            "ONE_BROKER_TOPIC", "SPREAD_TOPIC", "PARTITIONS", "hot_node", "replica_assignment",
            "leaders", "demo_brokers", "BROKER_MEMORY", "OTHER_MEMORY", "history_clients",
-           "attach_local", "node_ids_of"]
+           "attach_local", "node_ids_of", "DEMO_SUBSCRIPTION", "DEMO_SUBSCRIPTION_METRICS",
+           "DEMO_PUSH_MS"]
 
 MiB = 1024 * 1024
 
@@ -122,6 +123,23 @@ def replica_assignment(topic: str, node_ids: Sequence[int]) -> list[list[int]]:
 def leaders(topic: str, node_ids: Sequence[int]) -> tuple[int, ...]:
     """The brokers that lead the topic's partitions, each once, in node order."""
     return tuple(sorted({replicas[0] for replicas in replica_assignment(topic, node_ids)}))
+
+
+# --------------------------------------------------------------------------- client telemetry
+#: The subscription the demo creates (a ``CLIENT_METRICS`` resource) when the brokers load the
+#: client-telemetry plugin: every demo client then pushes its throttle times, request latency
+#: and connection metrics (KIP-714), which Resolve and Throttled now show beside the brokers'.
+DEMO_SUBSCRIPTION = "quota-console-demo"
+DEMO_SUBSCRIPTION_METRICS: tuple[str, ...] = (
+    "org.apache.kafka.producer.produce.throttle.time",
+    "org.apache.kafka.consumer.fetch.manager.fetch.throttle.time",
+    "org.apache.kafka.producer.node.request.latency",
+    "org.apache.kafka.consumer.node.request.latency",
+    "org.apache.kafka.producer.connection",
+    "org.apache.kafka.consumer.connection")
+#: The demo's push interval: shorter than a production default (30 s), so that a page shows
+#: what the clients report within seconds of the demo's start.
+DEMO_PUSH_MS = 10_000
 
 
 # --------------------------------------------------------------------------- the cluster size
