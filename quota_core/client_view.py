@@ -105,7 +105,7 @@ class ClientInstance:
             self.throttle_ms_max and self.throttle_ms_max > 0)
 
     def as_dict(self) -> dict:
-        """The contract's shape (shared/CONTRACTS.md, "Client view")."""
+        """The shape of docs/interfaces.md, "Client view (KIP-714)"."""
         return {"instance_id": self.instance_id, "client_id": self.client_id,
                 "software_name": self.software_name,
                 "software_version": self.software_version,
