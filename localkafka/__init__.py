@@ -10,7 +10,8 @@ from .broker import ADMIN, DEFAULT_USERS, LocalBroker, free_port
 from .cluster import LocalCluster
 from .daemon import ensure_running, running_broker, running_cluster, stop_running
 from .errors import LocalBrokerError
-from .jars import KAFKA_VERSION, config_command_argv, ensure_jars, ensure_metrics_agent, tool_argv
+from .jars import (KAFKA_VERSION, config_command_argv, ensure_jars, ensure_metrics_agent,
+                   ensure_telemetry_plugin, tool_argv)
 from .processes import stop_process_group
 
 __all__ = [

@@ -7,7 +7,8 @@ each start formats fresh storage, so every broker begins with an empty cluster, 
 ``start(keep_data=True)`` restarts a broker on the storage (and ports) it had: what a real
 broker keeps across a crash (:meth:`LocalBroker.kill` is the crash: SIGKILL, no shutdown).
 
-Every broker also runs the Prometheus JMX exporter java agent with
+Every broker loads the console's client-telemetry plugin (``localkafka/telemetry-plugin``:
+what clients push under KIP-714 subscriptions) and runs the Prometheus JMX exporter java agent with
 ``scripts/kafka/jmx-quota-rules.yaml``, serving the client-quota metrics (per-bucket
 byte rate, throttle time, ...) at :attr:`LocalBroker.metrics_url` on 127.0.0.1: the live
 view reads what a production cluster exports, not a number we compute ourselves.
@@ -34,8 +35,8 @@ from types import TracebackType
 from typing import Any
 
 from .errors import LocalBrokerError
-from .jars import (BROKER_LOG4J, FAST_JVM_OPTS, METRICS_RULES, ensure_jars, ensure_metrics_agent,
-                   java_bin, tool_argv)
+from .jars import (BROKER_LOG4J, FAST_JVM_OPTS, METRICS_RULES, TELEMETRY_PLUGIN_CLASS, ensure_jars,
+                   ensure_metrics_agent, ensure_telemetry_plugin, java_bin, tool_argv)
 
 ADMIN = "admin"
 #: Users created (as SCRAM-SHA-256 credentials) on a SASL broker; all but ``admin`` are ordinary.
@@ -330,6 +331,9 @@ class LocalBroker:
             "num.network.threads": "2",
             "num.io.threads": "4",
             "log.flush.interval.messages": "9223372036854775807",
+            # The console's client-telemetry plugin (KIP-714): what clients push under the
+            # CLIENT_METRICS subscriptions, served by the metrics agent (kafka_client_telemetry_*).
+            "metric.reporters": TELEMETRY_PLUGIN_CLASS,
         }
         if self.sasl:
             admin_pw = self.users[ADMIN]
@@ -489,7 +493,7 @@ class LocalBroker:
             "-Djava.net.preferIPv4Stack=true",  # plain AF_INET sockets: `ss` shows 127.0.0.1, not ::ffff:
             f"-Dlog4j2.configurationFile={BROKER_LOG4J}",
             f"-Dkafka.logs.dir={self.workdir}",
-            "-cp", f"{libs}/*", "kafka.Kafka", str(self.props_path),
+            "-cp", f"{libs}/*{os.pathsep}{ensure_telemetry_plugin()}", "kafka.Kafka", str(self.props_path),
         ]
         for stale in (self.log_path, self.out_path):
             stale.unlink(missing_ok=True)

@@ -28,6 +28,10 @@ AGENT_PREFIX = "jmx_prometheus_javaagent-"
 #: The rules the metrics agent exports with (client-quota MBeans only); see the file itself.
 METRICS_RULES = SCRIPTS_DIR / "jmx-quota-rules.yaml"
 TOOLS_LOG4J = SCRIPTS_DIR / "log4j2-tools.properties"
+#: The console's client-telemetry plugin (KIP-714): sources built with mvn into the cache.
+TELEMETRY_PLUGIN_DIR = Path(__file__).resolve().parent / "telemetry-plugin"
+TELEMETRY_PLUGIN_CLASS = "io.quotaconsole.telemetry.ClientTelemetryPlugin"
+TELEMETRY_PLUGIN_PREFIX = "quota-console-client-telemetry-"
 BROKER_LOG4J = SCRIPTS_DIR / "log4j2-broker.properties"
 
 # Client-side JVMs (format, ConfigCommand) are short-lived: C1 only, serial GC
@@ -57,6 +61,7 @@ def ensure_jars() -> Path:
     libs = _fetch(POM, "libs", "Kafka jars",
                   lambda jars: any(j.name.startswith("kafka_2.13-") for j in jars))
     ensure_metrics_agent()
+    ensure_telemetry_plugin()
     return libs
 
 
@@ -72,6 +77,62 @@ def ensure_metrics_agent() -> Path:
     if not found:  # the marker is there but someone emptied the directory
         raise LocalBrokerError(f"no {AGENT_PREFIX}*.jar in {agent}; delete {cache_dir()} and run 'make jars'")
     return found[-1]
+
+
+def _plugin_sources_hash() -> str:
+    digest = hashlib.sha256()
+    for path in sorted([TELEMETRY_PLUGIN_DIR / "pom.xml", *(TELEMETRY_PLUGIN_DIR / "src").rglob("*.java")]):
+        digest.update(str(path.relative_to(TELEMETRY_PLUGIN_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def ensure_telemetry_plugin() -> Path:
+    """The client-telemetry plugin jar (``localkafka/telemetry-plugin``), built with mvn once.
+
+    It is built against the pinned Kafka jars (``provided``: the broker has them) into
+    ``.cache/kafka-<version>/telemetry-plugin``, again whenever its pom or sources change (the
+    marker holds their hash), under the same lock as the jar fetches.
+    """
+    base = cache_dir()
+    dest, marker = base / "telemetry-plugin", base / "telemetry-plugin.complete"
+    want = _plugin_sources_hash()
+
+    def built() -> Path | None:
+        found = sorted(dest.glob(f"{TELEMETRY_PLUGIN_PREFIX}*.jar"))
+        if found and marker.is_file() and marker.read_text().strip() == want:
+            return found[-1]
+        return None
+
+    if (jar := built()) is not None:
+        return jar
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / "fetch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (jar := built()) is not None:
+            return jar
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise LocalBrokerError("Maven ('mvn') is not on PATH; it is needed once to build the "
+                                   "client-telemetry plugin")
+        marker.unlink(missing_ok=True)
+        shutil.rmtree(dest, ignore_errors=True)
+        work = base / "telemetry-plugin-build"
+        shutil.rmtree(work, ignore_errors=True)
+        cmd = [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(TELEMETRY_PLUGIN_DIR / "pom.xml"),
+               f"-Dplugin.build.dir={work}", "package"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        except subprocess.TimeoutExpired as exc:
+            raise LocalBrokerError(f"mvn timed out building the telemetry plugin:\n{_tail(str(exc.stdout or ''))}") from exc
+        jars = sorted(work.glob(f"{TELEMETRY_PLUGIN_PREFIX}*.jar"))
+        if proc.returncode != 0 or not jars:
+            raise LocalBrokerError(f"mvn failed to build the client-telemetry plugin (exit {proc.returncode}): "
+                                   f"{' '.join(cmd)}\n{_tail(proc.stdout + proc.stderr)}")
+        dest.mkdir(parents=True)
+        shutil.copy2(jars[-1], dest / jars[-1].name)
+        shutil.rmtree(work, ignore_errors=True)
+        marker.write_text(want + "\n")
+    return dest / jars[-1].name
 
 
 def _fetch(pom: Path, name: str, what: str, complete: Callable[[list[Path]], bool]) -> Path:
