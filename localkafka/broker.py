@@ -7,7 +7,7 @@ each start formats fresh storage, so every broker begins with an empty cluster, 
 ``start(keep_data=True)`` restarts a broker on the storage (and ports) it had: what a real
 broker keeps across a crash (:meth:`LocalBroker.kill` is the crash: SIGKILL, no shutdown).
 
-Every broker loads the console's client-telemetry plugin (``localkafka/telemetry-plugin``:
+Every broker loads the console's client-telemetry plugin (``scripts/kafka/telemetry-plugin``:
 what clients push under KIP-714 subscriptions) and runs the Prometheus JMX exporter java agent with
 ``scripts/kafka/jmx-quota-rules.yaml``, serving the client-quota metrics (per-bucket
 byte rate, throttle time, ...) at :attr:`LocalBroker.metrics_url` on 127.0.0.1: the live

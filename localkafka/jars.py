@@ -4,7 +4,9 @@ Kafka is not installed on the machine: the broker and its tools are plain jars
 from Maven Central, fetched once by ``mvn`` (the pom in ``scripts/kafka``) into
 ``.cache/kafka-<version>/libs`` under the repo root and reused afterwards. The
 Prometheus JMX exporter agent every local broker runs with comes the same way
-(``scripts/kafka/metrics-agent-pom.xml`` into ``.cache/kafka-<version>/agent``).
+(``scripts/kafka/metrics-agent-pom.xml`` into ``.cache/kafka-<version>/agent``), and the
+console's client-telemetry plugin is built from ``scripts/kafka/telemetry-plugin`` with ``mvn
+package`` into ``.cache/kafka-<version>/telemetry-plugin`` (:func:`ensure_telemetry_plugin`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ AGENT_PREFIX = "jmx_prometheus_javaagent-"
 METRICS_RULES = SCRIPTS_DIR / "jmx-quota-rules.yaml"
 TOOLS_LOG4J = SCRIPTS_DIR / "log4j2-tools.properties"
 #: The console's client-telemetry plugin (KIP-714): sources built with mvn into the cache.
-TELEMETRY_PLUGIN_DIR = Path(__file__).resolve().parent / "telemetry-plugin"
+TELEMETRY_PLUGIN_DIR = SCRIPTS_DIR / "telemetry-plugin"
 TELEMETRY_PLUGIN_CLASS = "io.quotaconsole.telemetry.ClientTelemetryPlugin"
 TELEMETRY_PLUGIN_PREFIX = "quota-console-client-telemetry-"
 BROKER_LOG4J = SCRIPTS_DIR / "log4j2-broker.properties"
@@ -87,7 +89,7 @@ def _plugin_sources_hash() -> str:
 
 
 def ensure_telemetry_plugin() -> Path:
-    """The client-telemetry plugin jar (``localkafka/telemetry-plugin``), built with mvn once.
+    """The client-telemetry plugin jar (``scripts/kafka/telemetry-plugin``), built with mvn once.
 
     It is built against the pinned Kafka jars (``provided``: the broker has them) into
     ``.cache/kafka-<version>/telemetry-plugin``, again whenever its pom or sources change (the

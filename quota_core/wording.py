@@ -22,10 +22,14 @@ from .keys import QUOTA_KEYS, format_value
 from .units import format_quota, format_rate
 
 __all__ = ["plural", "verb", "against", "inherited", "inherited_short", "entry_clients",
-           "quota_changed", "clients_moved", "quota_before", "NO_TELEMETRY_TEXT",
-           "NOT_COLLECTED_TEXT", "client_no_telemetry", "client_broker_unknown",
+           "quota_changed", "clients_moved", "quota_before", "TELEMETRY_NOT_COLLECTED",
+           "NO_TELEMETRY_TEXT", "client_no_telemetry", "client_broker_unknown",
            "client_agrees_throttled", "client_ignores_throttle", "client_waits_elsewhere",
            "client_waits_recently", "client_agrees_free"]
+
+#: What the console says of a cluster that collects nothing clients push (KIP-714): no broker
+#: plugin receives the pushes, or the cluster is older than Kafka 3.7.
+TELEMETRY_NOT_COLLECTED = "client telemetry is not collected on this cluster"
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -152,14 +156,13 @@ def _where(brokers) -> str:
 
 #: Clients that push nothing: never read as "not throttled".
 NO_TELEMETRY_TEXT = "no telemetry: no subscription matches, or the client is too old"
-NOT_COLLECTED_TEXT = "client telemetry is not collected on this cluster"
 
 
 def client_no_telemetry(key: str, instances: bool, collected: bool = True,
                         directions: tuple[str, ...] = ("produce",)) -> str:
     """No instance of the bucket reports a throttle time: why, never "not throttled"."""
     if not collected:
-        return (f"{NOT_COLLECTED_TEXT} (no broker shows pushed client metrics): the client's "
+        return (f"{TELEMETRY_NOT_COLLECTED} (no broker shows pushed client metrics): the client's "
                 f"side is unknown")
     if instances and not directions:
         return f"clients push no throttle time for {key}: the client's side is unknown"

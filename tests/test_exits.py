@@ -28,7 +28,7 @@ def test_result_commands_exit_1_for_every_error(command, exc):
 
 def test_every_subcommand_of_the_contract_has_a_row():
     assert set(EXIT_CODES) == {"main", "apply", "collect", "analyze", "serve-metrics", "plan",
-                               "lint", "configs"}
+                               "lint", "configs", "telemetry"}
 
 
 # -- every subcommand's real exit status comes from the table ---------------------------------

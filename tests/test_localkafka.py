@@ -77,6 +77,8 @@ def test_ensure_jars_is_cached(monkeypatch) -> None:
     monkeypatch.setattr(jars.subprocess, "Popen", no_fetch)
     assert ensure_jars() == libs
     assert (libs / "kafka_2.13-4.3.1.jar").is_file()
+    # the client-telemetry plugin is built once too (scripts/kafka/telemetry-plugin)
+    assert jars.ensure_telemetry_plugin().name == "quota-console-client-telemetry-1.0.0.jar"
 
 
 def test_plaintext_broker_answers_and_is_loopback_only(kafka_broker: LocalBroker) -> None:
@@ -101,7 +103,14 @@ def test_metrics_endpoint_serves_our_quota_rules(kafka_broker: LocalBroker) -> N
     assert kafka_names <= {"kafka_quota_byte_rate", "kafka_quota_throttle_time_ms",
                            "kafka_quota_request_time_percent", "kafka_quota_mutation_rate",
                            "kafka_quota_tokens", "kafka_connection_accept_rate",
-                           "kafka_server_app_info_start_time_ms"}, kafka_names
+                           "kafka_server_app_info_start_time_ms",
+                           # the client-telemetry plugin (docs/client-telemetry.md)
+                           "kafka_client_telemetry_plugin_instances",
+                           "kafka_client_telemetry_plugin_series",
+                           "kafka_client_telemetry_plugin_rejected",
+                           "kafka_client_telemetry_value",
+                           "kafka_client_telemetry_push_age_seconds"}, kafka_names
+    assert "kafka_client_telemetry_plugin_instances" in kafka_names  # the plugin is loaded
     # The endpoint says which broker it is: Kafka's app-info MBean carries the node.id.
     assert [ln.split(" ")[0] for ln in text.splitlines()
             if ln.startswith("kafka_server_app_info_start_time_ms")] == [

@@ -5,7 +5,7 @@ every command ends an error of the tree at its one edge,
 :func:`quota_core.cli.edge.run_command`, which prints the message and returns
 ``exit_code(command, exc)``.
 
-* main command, ``apply``, ``collect``, ``analyze``, ``serve-metrics``: 0 done, 1 a runtime
+* main command, ``apply``, ``collect``, ``analyze``, ``serve-metrics``, ``telemetry``: 0 done, 1 a runtime
   failure, 2 a usage error, 3 outcome unknown (sent, not confirmed);
 * ``plan``: 0 no changes, 1 any error (usage errors included), 2 changes pending;
 * ``lint``: 0 no finding at or above ``--fail-on``, 1 any error, 2 findings;
@@ -35,7 +35,7 @@ _CONFIGS = ((BaseException, FAILURE),)
 #: subcommand -> (error class, exit status), the first class the error is an instance of wins.
 EXIT_CODES: dict[str, tuple[tuple[type[BaseException], int], ...]] = {
     "main": _RUNTIME, "apply": _RUNTIME, "collect": _RUNTIME, "analyze": _RUNTIME,
-    "serve-metrics": _RUNTIME,
+    "serve-metrics": _RUNTIME, "telemetry": _RUNTIME,
     "plan": _ANY_ERROR, "lint": _ANY_ERROR, "configs": _CONFIGS,
 }
 

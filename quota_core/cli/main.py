@@ -659,6 +659,8 @@ SUBCOMMANDS = {
     "collect": (".collect", "scrape broker metrics and snapshot quotas into a usage history"),
     "serve-metrics": (".serve_metrics", "serve each bucket's limit, use and entry as "
                                         "Prometheus series"),
+    "telemetry": (".telemetry", "list, add and remove the client-metrics subscriptions "
+                                "(KIP-714) clients push under"),
 }
 #: Other packages add subcommands through this entry-point group (pyproject.toml): the
 #: pipeline registers ``analyze`` (Spark), so the core names no pipeline module. Each entry

@@ -429,13 +429,13 @@ def check_no_telemetry_subscription(inp: LintInput) -> list[Finding]:
     push: its client's side is unknown."""
     from ..client_view import NO_TELEMETRY
     from ..verdict import tags_entity
-    from ..wording import NO_TELEMETRY_TEXT, NOT_COLLECTED_TEXT
+    from ..wording import NO_TELEMETRY_TEXT, TELEMETRY_NOT_COLLECTED
 
     if inp.clients is None:
         return []
     if not inp.telemetry:
         return [Finding("no-telemetry-subscription", "info", None, None,
-                        f"{NOT_COLLECTED_TEXT}: no broker endpoint read shows the "
+                        f"{TELEMETRY_NOT_COLLECTED}: no broker endpoint read shows the "
                         f"client-telemetry plugin's series; add the plugin to the brokers "
                         f"(README, \"Client telemetry\").")]
     if not inp.client_instances:

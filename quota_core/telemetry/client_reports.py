@@ -2,7 +2,7 @@
 
 Clients (the Java client since 3.7, librdkafka since 2.5) push their own metrics to a broker
 under the ``CLIENT_METRICS`` subscriptions; the broker hands them to a plugin. Ours
-(``localkafka/telemetry-plugin``) registers what each client instance pushed as JMX MBeans on
+(``scripts/kafka/telemetry-plugin``) registers what each client instance pushed as JMX MBeans on
 the broker, and the JMX exporter agent that already serves the quota series serves them too:
 
 ``kafka_client_telemetry_value{metric, client_instance_id, client_id, principal,

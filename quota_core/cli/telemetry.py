@@ -1,0 +1,153 @@
+"""``kafka-client-quotas telemetry``: the client-metrics subscriptions (KIP-714) clients push under.
+
+Examples::
+
+    kafka-client-quotas telemetry list --bootstrap-server 127.0.0.1:9092 [--output json]
+    kafka-client-quotas telemetry subscribe --default --bootstrap-server 127.0.0.1:9092
+    kafka-client-quotas telemetry subscribe slow-app --metrics org.apache.kafka.producer. \\
+        --match client_id=batch-.* --interval-ms 10000 --bootstrap-server 127.0.0.1:9092
+    kafka-client-quotas telemetry unsubscribe slow-app --bootstrap-server 127.0.0.1:9092
+
+Each subscription is a ``CLIENT_METRICS`` config resource, read and written as
+``kafka-client-metrics.sh`` does. Exit status as the main command: 0 done, 1 a runtime failure,
+2 a usage error (one line). On a cluster that collects nothing clients push (no plugin, or
+before Kafka 3.7) a note says so; the subscriptions are still read and written where the
+broker has them.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from typing import NoReturn, TextIO
+
+from ..backends.open import add_backend_arguments, open_backend_from
+from ..client_metrics import (DEFAULT_SUBSCRIPTION, KAFKA_DEFAULT_INTERVAL_MS, NOT_COLLECTED,
+                              Subscription, check_interval, check_name, format_subscriptions,
+                              parse_match, parse_metrics)
+from ..errors import RequestRejected, UsageError
+from .edge import one_line, run_command
+from .exits import USAGE
+
+PROG = "kafka-client-quotas telemetry"
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a malformed command line is one line on stderr (exit 2), not the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _OneLineParser(prog=PROG, description="The client-metrics subscriptions (KIP-714): "
+                       "which metrics clients push to the brokers, and how often.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_OneLineParser)
+    sub.required = True
+    ls = sub.add_parser("list", help="every subscription (name, metric prefixes, match, "
+                                     "interval)")
+    add_backend_arguments(ls)
+    ls.add_argument("--output", choices=("text", "json"), default="text",
+                    help="text, or json: a list of {name, metrics, match, interval_ms}")
+    s = sub.add_parser("subscribe", help="create or replace a subscription",
+                       epilog=f"--default writes {DEFAULT_SUBSCRIPTION.name!r}: "
+                       f"{', '.join(DEFAULT_SUBSCRIPTION.metrics)} every "
+                       f"{DEFAULT_SUBSCRIPTION.interval_ms // 1000} s, for every client.")
+    add_backend_arguments(s)
+    s.add_argument("name", metavar="NAME", nargs="?", help="the subscription's name")
+    s.add_argument("--metrics", metavar="P[,P...]",
+                   help="metric-name prefixes (e.g. org.apache.kafka.producer.), or '*'")
+    s.add_argument("--match", action="append", default=[], metavar="KEY=REGEX",
+                   help="only clients whose KEY fully matches REGEX (repeatable; KEY: "
+                        "client_id, client_instance_id, client_software_name, "
+                        "client_software_version, client_source_address, client_source_port)")
+    s.add_argument("--interval-ms", metavar="N",
+                   help=f"push interval, 100 to 3600000 ms (default: Kafka's "
+                        f"{KAFKA_DEFAULT_INTERVAL_MS})")
+    s.add_argument("--default", action="store_true",
+                   help="the shipped subscription: throttle times, request latency and "
+                        "connection metrics every 30 s (NAME, --metrics, --interval-ms "
+                        "override it)")
+    u = sub.add_parser("unsubscribe", help="remove a subscription")
+    add_backend_arguments(u)
+    u.add_argument("name", metavar="NAME", help="the subscription's name")
+    p.epilog = "actions (each has its own --help):\n" + "".join(
+        "  " + a.format_usage().removeprefix("usage: ") for a in (ls, s, u))
+    return p
+
+
+def main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    """``telemetry list | subscribe | unsubscribe``."""
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return run_command("telemetry", lambda: _run(args, out, err), err, one_line(PROG))
+
+
+def _interval(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise UsageError(f"--interval-ms {text!r}: give a whole number of milliseconds from "
+                         f"100 to 3,600,000 (1 hour).") from None
+    return check_interval(value)
+
+
+def subscription_from_args(args: argparse.Namespace) -> Subscription:
+    """The subscription a ``subscribe`` command line asks for (checked: a usage error else)."""
+    interval = _interval(args.interval_ms)
+    match = parse_match(args.match)
+    if args.default:
+        base = DEFAULT_SUBSCRIPTION
+        return Subscription(check_name(args.name) if args.name is not None else base.name,
+                            parse_metrics(args.metrics) if args.metrics is not None
+                            else base.metrics, match or base.match,
+                            interval if interval is not None else base.interval_ms)
+    if args.name is None:
+        raise UsageError("subscribe: give a NAME (or --default for the shipped subscription).")
+    if args.metrics is None:
+        raise UsageError(f"subscribe {args.name}: give --metrics P[,P...] (metric-name "
+                         f"prefixes, or '*'), or --default.")
+    return Subscription(check_name(args.name), parse_metrics(args.metrics), match,
+                        interval if interval is not None else KAFKA_DEFAULT_INTERVAL_MS)
+
+
+def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.action == "subscribe":
+        sub = subscription_from_args(args)
+    elif args.action == "unsubscribe":
+        check_name(args.name)
+    if args.sandbox or not args.bootstrap_server:
+        raise UsageError("telemetry needs a Kafka cluster: give --bootstrap-server HOST:PORT "
+                         "(a sandbox has no clients).")
+    from ..backends.kafka_client_metrics import (alter_subscription, delete_subscription,
+                                                 describe_subscriptions,
+                                                 list_subscription_names, telemetry_collected)
+
+    with open_backend_from(args) as backend:
+        if args.action == "list":
+            subs = describe_subscriptions(backend, list_subscription_names(backend))
+            if args.output == "json":
+                out.write(json.dumps([s.as_dict() for s in subs], ensure_ascii=False,
+                                     indent=2) + "\n")
+            else:
+                out.write(format_subscriptions(subs))
+        elif args.action == "subscribe":
+            alter_subscription(backend, sub)
+            err.write(f"subscribed {sub.name}: {', '.join(sub.metrics)} every "
+                      f"{sub.interval_ms} ms\n")
+        else:
+            if args.name not in list_subscription_names(backend):
+                raise RequestRejected(f"unsubscribe {args.name}: the cluster has no such "
+                                      f"subscription; `{PROG} list` shows them.")
+            delete_subscription(backend, args.name)
+            err.write(f"unsubscribed {args.name}\n")
+        if not telemetry_collected(backend):
+            err.write(f"note: {NOT_COLLECTED} (no broker plugin receives what clients push; "
+                      f"see docs/client-telemetry.md)\n")
+    return 0
