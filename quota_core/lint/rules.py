@@ -437,7 +437,7 @@ def check_no_telemetry_subscription(inp: LintInput) -> list[Finding]:
         return [Finding("no-telemetry-subscription", "info", None, None,
                         f"{TELEMETRY_NOT_COLLECTED}: no broker endpoint read shows the "
                         f"client-telemetry plugin's series; add the plugin to the brokers "
-                        f"(README, \"Client telemetry\").")]
+                        f"(docs/client-telemetry.md).")]
     if not inp.client_instances:
         return [Finding("no-telemetry-subscription", "info", None, None,
                         f"{NO_TELEMETRY_TEXT}: the brokers collect client telemetry, but no "
