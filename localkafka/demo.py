@@ -32,8 +32,7 @@ from quota_core.entities import Entity, QuotaSet
 __all__ = ["demo_quotas", "DEMO_CLIENTS", "DemoProducer", "DEMO_PRODUCERS", "DEMO_CONSUMERS",
            "ONE_BROKER_TOPIC", "SPREAD_TOPIC", "PARTITIONS", "hot_node", "replica_assignment",
            "leaders", "demo_brokers", "BROKER_MEMORY", "OTHER_MEMORY", "history_clients",
-           "attach_local", "node_ids_of", "DEMO_SUBSCRIPTION", "DEMO_SUBSCRIPTION_METRICS",
-           "DEMO_PUSH_MS"]
+           "attach_local", "node_ids_of", "DEMO_PUSH_MS"]
 
 MiB = 1024 * 1024
 
@@ -126,17 +125,10 @@ def leaders(topic: str, node_ids: Sequence[int]) -> tuple[int, ...]:
 
 
 # --------------------------------------------------------------------------- client telemetry
-#: The subscription the demo creates (a ``CLIENT_METRICS`` resource) when the brokers load the
-#: client-telemetry plugin: every demo client then pushes its throttle times, request latency
-#: and connection metrics (KIP-714), which Resolve and Throttled now show beside the brokers'.
-DEMO_SUBSCRIPTION = "quota-console-demo"
-DEMO_SUBSCRIPTION_METRICS: tuple[str, ...] = (
-    "org.apache.kafka.producer.produce.throttle.time",
-    "org.apache.kafka.consumer.fetch.manager.fetch.throttle.time",
-    "org.apache.kafka.producer.node.request.latency",
-    "org.apache.kafka.consumer.node.request.latency",
-    "org.apache.kafka.producer.connection",
-    "org.apache.kafka.consumer.connection")
+#: When the brokers collect client telemetry, ``make run`` writes the default subscription
+#: (``quota_core.client_metrics.DEFAULT_SUBSCRIPTION``: throttle times, request latency and
+#: connection metrics) before the load starts, so every demo client pushes them (KIP-714) and
+#: Resolve and Throttled now show them beside the brokers' figures.
 #: The demo's push interval: shorter than a production default (30 s), so that a page shows
 #: what the clients report within seconds of the demo's start.
 DEMO_PUSH_MS = 10_000

@@ -148,35 +148,27 @@ def seed_if_empty(backend: QuotaBackend, where: str) -> None:
     say(f"seeded {len(demo)} demo quota entries into {where}")
 
 
-def subscribe_demo_clients(bootstrap: str, admin_config: Path, metrics: list[str]) -> str:
-    """When the brokers load the client-telemetry plugin (their endpoints show its series),
-    create the demo's subscription with Kafka's own ``kafka-client-metrics.sh``
-    (``ClientMetricsCommand``), so that the demo clients push their metrics (KIP-714). One
-    line saying what happened; never fatal (the demo works without it)."""
-    from localkafka import tool_argv
-    from localkafka.demo import DEMO_PUSH_MS, DEMO_SUBSCRIPTION, DEMO_SUBSCRIPTION_METRICS
-    from quota_core.errors import QuotaError as _Err
-    from quota_core.telemetry.client_reports import is_client_sample
-    from quota_core.telemetry.scrape import fetch_text
+def subscribe_demo_clients(backend) -> str:
+    """When the brokers collect client telemetry (a plugin receives the pushes), write the
+    default subscription (``telemetry subscribe --default``: throttle times, request latency,
+    connection metrics), at the demo's shorter push interval, so that the demo clients push
+    their metrics (KIP-714). One line saying what happened; never fatal (the demo works
+    without it)."""
+    from dataclasses import replace
 
-    def has_plugin(url: str) -> bool:
-        try:
-            return any(is_client_sample(line.split("{")[0].split(" ")[0])
-                       for line in fetch_text(url, 5.0).splitlines() if line[:1] != "#")
-        except _Err:
-            return False
-    if not any(has_plugin(url) for url in metrics):
-        return "client telemetry: the brokers do not load the plugin, so clients push nothing"
-    done = subprocess.run(tool_argv(
-        "org.apache.kafka.tools.ClientMetricsCommand", "--bootstrap-server", bootstrap,
-        "--command-config", str(admin_config), "--alter", "--name", DEMO_SUBSCRIPTION,
-        "--metrics", ",".join(DEMO_SUBSCRIPTION_METRICS), "--interval", str(DEMO_PUSH_MS)),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120, cwd=REPO)
-    if done.returncode != 0:
-        return (f"client telemetry: the subscription {DEMO_SUBSCRIPTION!r} could not be made "
-                f"({(done.stdout.strip().splitlines() or ['no output'])[-1]})")
+    from localkafka.demo import DEMO_PUSH_MS
+    from quota_core.backends.kafka_client_metrics import alter_subscription, telemetry_collected
+    from quota_core.client_metrics import DEFAULT_SUBSCRIPTION
+
+    try:
+        if not telemetry_collected(backend):
+            return "client telemetry: the brokers collect none, so clients push nothing"
+        sub = replace(DEFAULT_SUBSCRIPTION, interval_ms=DEMO_PUSH_MS)
+        alter_subscription(backend, sub)
+    except (QuotaError, AttributeError) as exc:
+        return f"client telemetry: no subscription made ({exc})"
     return (f"client telemetry: the demo clients push their metrics every "
-            f"{DEMO_PUSH_MS / 1000:g} s (subscription {DEMO_SUBSCRIPTION!r})")
+            f"{DEMO_PUSH_MS / 1000:g} s (subscription {sub.name!r})")
 
 
 def load_story(node_ids: list[int]) -> str:
@@ -322,9 +314,9 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.no_seed:
                     seed_if_empty(backend, f"the local broker {bootstrap}")
                 quotas = backend.describe()
-            if not args.no_load and metrics:
-                # Before the load starts: a client asks for its subscriptions when it starts.
-                say(subscribe_demo_clients(bootstrap, admin_config, metrics))
+                if not args.no_load:
+                    # Before the load starts: a client asks for its subscriptions as it starts.
+                    say(subscribe_demo_clients(backend))
             if not args.no_load:
                 # It also asks the kernel to stop it should this process die (PR_SET_PDEATHSIG).
                 children.append(subprocess.Popen(
