@@ -172,17 +172,18 @@ def test_the_console_shows_what_the_client_reports(placed):
     assert "rdkafka" in inst["software_version"]
     assert inst["last_push_age_s"] is not None and inst["last_push_age_s"] < 3 * PUSH_MS / 1000
     pushed = inst["throttle_ms_avg"]
-    # What the client measured over the push interval the console shows (stats windows of one
-    # second, each weighted by its throttled responses): the same within a push's sampling.
-    assert local and pushed and 0.5 <= pushed / local <= 2.0, (local, local_2, pushed)
-    assert client["sentence"].startswith("the broker throttles this bucket on broker 2, and the "
-                                         "client reports waiting")
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(exist_ok=True)  # the closing note's table, whatever the checks below say
     (ARTIFACTS / "client_view.json").write_text(json.dumps([{
         "client": f"{inst['software_name']} {inst['software_version']} ({CLIENT})",
-        "local_throttle_ms_avg": round(local, 1),
+        "local_throttle_ms_avg": None if local is None else round(local, 1),
         "local_throttle_ms_avg_broker_2": None if local_2 is None else round(local_2, 1),
         "console_throttle_ms_avg": pushed,
         "console_throttle_ms_max": inst["throttle_ms_max"],
         "last_push_age_s": inst["last_push_age_s"],
         "latency_ms": inst["brokers"], "agreement": client["agreement"]}], indent=1))
+    assert client["sentence"].startswith("the broker throttles this bucket on broker 2, and the "
+                                         "client reports waiting")
+    # What the client measured over the push interval the console shows (stats windows of one
+    # second, each weighted by the responses in each, from every broker): the same within a
+    # push's sampling.
+    assert local and pushed and 0.5 <= pushed / local <= 2.0, (local, local_2, pushed)
