@@ -32,7 +32,7 @@ from quota_core.domain.entities import Entity, QuotaSet
 __all__ = ["demo_quotas", "DEMO_CLIENTS", "DemoProducer", "DEMO_PRODUCERS", "DEMO_CONSUMERS",
            "ONE_BROKER_TOPIC", "SPREAD_TOPIC", "PARTITIONS", "hot_node", "replica_assignment",
            "leaders", "demo_brokers", "BROKER_MEMORY", "OTHER_MEMORY", "history_clients",
-           "attach_local", "node_ids_of"]
+           "attach_local", "node_ids_of", "DEMO_PUSH_MS"]
 
 MiB = 1024 * 1024
 
@@ -122,6 +122,16 @@ def replica_assignment(topic: str, node_ids: Sequence[int]) -> list[list[int]]:
 def leaders(topic: str, node_ids: Sequence[int]) -> tuple[int, ...]:
     """The brokers that lead the topic's partitions, each once, in node order."""
     return tuple(sorted({replicas[0] for replicas in replica_assignment(topic, node_ids)}))
+
+
+# --------------------------------------------------------------------------- client telemetry
+#: When the brokers collect client telemetry, ``make run`` writes the default subscription
+#: (``quota_core.domain.client_metrics.DEFAULT_SUBSCRIPTION``: throttle times, request latency and
+#: connection metrics) before the load starts, so every demo client pushes them (KIP-714) and
+#: Resolve and Throttled now show them beside the brokers' figures.
+#: The demo's push interval: shorter than a production default (30 s), so that a page shows
+#: what the clients report within seconds of the demo's start.
+DEMO_PUSH_MS = 10_000
 
 
 # --------------------------------------------------------------------------- the cluster size

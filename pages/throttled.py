@@ -9,9 +9,12 @@ import pandas as pd
 import streamlit as st
 
 from quota_core.changes.audit import for_store
-from quota_core.throttling import throttled_rows, changed_lately, recent_changes, brokers_text
+from quota_core.throttling import bucket_views, throttled_rows
+from quota_core.domain import Membership
+from quota_core.throttling import tags_entity, changed_lately, recent_changes, brokers_text
 from quota_core.domain import format_quota, format_rate, plural, quota_changed, verb
 from ui.charts import utilisation_bar
+from ui.client_panel import show_client_views
 from ui.coverage import unwatched_warnings
 from ui.live import ended_ago, feed, fleet_metrics_hint, frame_unread, held_rows
 from ui.render import entity_text
@@ -165,6 +168,12 @@ def board() -> None:
     })
     show_bucket_spreads(rows, hot, unread, key="tn_spread",
                         brokers=frame.brokers)
+    # What the clients of each bucket shown report themselves (KIP-714).
+    show_client_views([(f"{key} {tags_entity((u, c)).display()}", view)
+                       for (key, u, c), view in bucket_views(
+                           rows, frame.client_side(), Membership(ctx.snapshot.quotas), unread,
+                           only=[r for r in hot if r.throttled or r.recent])],
+                      frame.at, key="tn_clients")
 
 
 def _ms(value: float | None) -> str:

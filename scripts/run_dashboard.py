@@ -157,6 +157,29 @@ def seed_if_empty(backend: QuotaBackend, where: str, quotas=None) -> None:
     say(f"seeded {len(demo)} demo quota entries into {where}")
 
 
+def subscribe_demo_clients(backend) -> str:
+    """When the brokers collect client telemetry (a plugin receives the pushes), write the
+    default subscription (``telemetry subscribe --default``: throttle times, request latency,
+    connection metrics), at the demo's shorter push interval, so that the demo clients push
+    their metrics (KIP-714). One line saying what happened; never fatal (the demo works
+    without it)."""
+    from dataclasses import replace
+
+    from localkafka.demo import DEMO_PUSH_MS
+    from quota_core.backends.kafka_client_metrics import alter_subscription, telemetry_collected
+    from quota_core.domain.client_metrics import DEFAULT_SUBSCRIPTION
+
+    try:
+        if not telemetry_collected(backend):
+            return "client telemetry: the brokers collect none, so clients push nothing"
+        sub = replace(DEFAULT_SUBSCRIPTION, interval_ms=DEMO_PUSH_MS)
+        alter_subscription(backend, sub)
+    except (QuotaError, AttributeError) as exc:
+        return f"client telemetry: no subscription made ({exc})"
+    return (f"client telemetry: the demo clients push their metrics every "
+            f"{DEMO_PUSH_MS / 1000:g} s (subscription {sub.name!r})")
+
+
 def load_story(node_ids: list[int]) -> str:
     """What the demo load shows on this many brokers (one line)."""
     hot = hot_node(node_ids)
@@ -410,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.no_seed:
                     seed_if_empty(backend, f"the local broker {bootstrap}")
                 quotas = backend.describe()
+                if not args.no_load:
+                    # Before the load starts: a client asks for its subscriptions as it starts.
+                    say(subscribe_demo_clients(backend))
             if not args.no_load:
                 # It also asks the kernel to stop it should this process die (PR_SET_PDEATHSIG).
                 children.append(subprocess.Popen(

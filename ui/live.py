@@ -68,6 +68,16 @@ class Frame:
     down: tuple[Down, ...] = ()
     #: The node id of every endpoint that answered (its label when it exports none).
     brokers: tuple[str, ...] = ()
+    #: What the clients pushed (KIP-714): quota_core.telemetry.client_reports.ClientReport.
+    clients: tuple = ()
+    #: Whether any endpoint that answered carries the client-telemetry plugin.
+    telemetry: bool = False
+
+    def client_side(self):
+        """The clients' reports of this round (quota_core.throttling.client_view.ClientSide)."""
+        from quota_core.throttling import ClientSide
+
+        return ClientSide(self.clients, self.telemetry)
 
     @property
     def complete(self) -> bool:
@@ -98,7 +108,9 @@ class LiveFeed:
         errors = {endpoint_name(e): str(exc) for e, exc in failed}
         down = [Down(endpoint_name(e), str(exc), self.last_ok.get(e.url), self.node_of.get(e.url))
                 for e, exc in failed]
-        return Frame(time.time(), tuple(series), errors, tuple(down), tuple(series.brokers))
+        return Frame(time.time(), tuple(series), errors, tuple(down), tuple(series.brokers),
+                     tuple(getattr(series, "clients", ())), bool(getattr(series, "telemetry",
+                                                                         False)))
 
     def _loop(self) -> None:
         while True:

@@ -12,13 +12,14 @@ from datetime import datetime
 
 import streamlit as st
 
-from quota_core.throttling import KEY_OF_TYPE, gather
+from quota_core.throttling import view_for_verdict, KEY_OF_TYPE, gather
 from quota_core.domain import Membership, Resolution
 from quota_core.throttling import (spread, bucket_details, client_story, is_blind, is_quiet,
                                    others_story, quiet_story, unknown_story, DEFAULT_WINDOW,
                                    tags_entity)
 
 from ui.charts import rate_vs_quota
+from ui.client_panel import show_client_views
 from ui.live import feed, fleet_metrics_hint, frame_unread, held_rows
 from ui.spread import show_spreads
 from ui.page_context import connected_cluster, secrets_dict
@@ -82,6 +83,11 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window,
             if s.kind == "status"] + [s for s in (blind, quiet) if s]
     if said:  # st.html refuses an empty body
         st.html(sentences_html(said))
+    # What the bucket's clients report themselves (KIP-714), per key with live figures.
+    side = latest.client_side()
+    show_client_views([(f"{v.key} {tags_entity(v.bucket).display()}",
+                        view_for_verdict(v, side.reports, members, collected=side.collected))
+                       for v in found if v.brokers is not None], latest.at, key="rs_clients")
     # The client x broker view: its own bucket per key on every broker read (more than one),
     # and the sentence that explains the spread. Never one summed "cluster" throttle.
     known = {r.broker for r in rows} | set(latest.brokers)

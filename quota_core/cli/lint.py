@@ -50,6 +50,10 @@ def lint_parser() -> argparse.ArgumentParser:
     p.add_argument("--history", metavar="DIR",
                    help="the collector's usage history (DIR/usage, DIR/quotas) for the "
                         "traffic rules; alone, its newest quota snapshot is linted")
+    p.add_argument("--metrics", metavar="URL[,URL...]",
+                   help="the brokers' Prometheus endpoints (LABEL=URL names a broker), with a "
+                        "cluster or sandbox: the live rules, what the clients report "
+                        "(KIP-714) beside the brokers' throttling")
     p.add_argument("--protected", action="append", default=[], metavar="PATTERN",
                    help="a glob over user principals that no <default> entry may bind; "
                         "client-id:PATTERN for client ids (repeatable; also "
@@ -90,6 +94,7 @@ def _input(args: argparse.Namespace) -> LintInput:
     protected = protected_from_config(os.environ) + [parse_protected(p, "--protected")
                                                      for p in args.protected if p]
     usage = history_source = None
+    node_ids: tuple = ()
     if args.history:
         from quota_core.lint.history_files import read_usage
 
@@ -105,6 +110,7 @@ def _input(args: argparse.Namespace) -> LintInput:
         with open_backend_from(args) as backend:
             quotas = backend.describe()
             settings = read_settings(backend)
+            node_ids = backend.info().node_ids if args.metrics else ()
         source = f"sandbox {args.sandbox}" if args.sandbox else args.bootstrap_server
     elif args.history:
         from quota_core.lint.history_files import read_latest_quotas
@@ -114,7 +120,32 @@ def _input(args: argparse.Namespace) -> LintInput:
     else:
         raise UsageError("Say what to lint: a desired quota FILE, --bootstrap-server HOST:PORT, "
                          "--sandbox PATH, or --history DIR.")
-    return LintInput(quotas, source, settings, protected, usage, history_source, options)
+    clients = _clients(args, quotas, node_ids) if args.metrics else {}
+    return LintInput(quotas, source, settings, protected, usage, history_source, options,
+                     **clients)
+
+
+def _clients(args: argparse.Namespace, quotas, node_ids) -> dict:
+    """The live rules' data: every live bucket's client view (quota_core.throttling.client_view)."""
+    from quota_core.throttling.client_view import ClientSide, bucket_views
+    from quota_core.throttling.coverage import endpoint_address, unread_brokers
+    from quota_core.throttling.live import join_usage
+    from quota_core.domain.membership import Membership
+    from quota_core.telemetry.collector import parse_endpoints
+    from quota_core.telemetry.sweep import scrape_all
+
+    if not (args.sandbox or args.bootstrap_server):
+        raise UsageError("--metrics needs the cluster or sandbox whose quotas the brokers "
+                         "enforce: add --bootstrap-server HOST:PORT or --sandbox PATH.")
+    series, errors = scrape_all(parse_endpoints(args.metrics), args.timeout)
+    unread = unread_brokers(tuple(node_ids), series.brokers,
+                            [(endpoint_address(e.url), None) for e, _ in errors])
+    side = ClientSide(tuple(series.clients), series.telemetry)
+    views = bucket_views(join_usage(series, quotas), side, Membership(quotas), unread)
+    return {"clients": views, "telemetry": series.telemetry,
+            "client_instances": len({r.instance_id for r in series.clients}),
+            "live_source": f"--metrics ({len(series.brokers)} endpoints read"
+                           + (f", {len(errors)} not" if errors else "") + ")"}
 
 
 def format_text(report: LintReport) -> str:

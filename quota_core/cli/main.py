@@ -235,7 +235,7 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
             raise UsageError(f"--ip {name!r} is not an IP address: connection quotas apply to "
                              f"addresses. Give one, e.g. --ip 192.0.2.10.")
     quotas = backend.describe()
-    live, failed, reach = _live_rows(args, quotas, err, backend)
+    live, failed, reach, clients = _live_rows(args, quotas, err, backend)
     resolutions = []
     for combo in _combinations(choices):
         names = dict(combo)
@@ -248,7 +248,8 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
     if cap is not None:
         err.write(f"{PROG}: note: {cap.text}\n")
     window = None if live is None else settings.window()
-    out.write(output.format_resolutions(resolutions, args.output, live, quotas, window, reach))
+    out.write(output.format_resolutions(resolutions, args.output, live, quotas, window, reach,
+                                        clients))
     if args.output != "json":
         for note in dict.fromkeys(n for r in resolutions for n in r.client.assumptions()):
             err.write(f"note: {note}\n")
@@ -257,12 +258,14 @@ def run_resolve(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
 
 def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBackend):
     """Scrape every --metrics endpoint and join with the ladder: ``(rows or None, failed,
-    the brokers read and not read)``.
+    the brokers read and not read, what the clients pushed (quota_core.throttling.client_view.ClientSide)
+    or None)``.
     An endpoint that fails gets one line on stderr; the others still answer. On a cluster,
     every broker no answering endpoint covers gets one line too (its throttling is not
     visible), and the exit stays 0 for them."""
     if not (args.metrics or args.metrics_template):
-        return None, False, None
+        return None, False, None, None
+    from quota_core.throttling.client_view import ClientSide
     from quota_core.throttling.coverage import (endpoint_address, unread_brokers, unwatched,
                                                 unwatched_sentence)
     from quota_core.throttling.live import hold, join_usage
@@ -302,14 +305,14 @@ def _live_rows(args: argparse.Namespace, quotas, err: TextIO, backend: QuotaBack
     reach = Reach(tuple(series.brokers),
                   unread_brokers(cluster.node_ids, series.brokers,
                                  [(name, None) for name in failed_names]))
-    return rows, bool(errors), reach
+    return rows, bool(errors), reach, ClientSide(tuple(series.clients), series.telemetry)
 
 
 def run_throttled(backend: QuotaBackend, args: argparse.Namespace, out: TextIO,
                   err: TextIO) -> int:
     from quota_core.throttling.live import throttled_rows
 
-    rows, failed, reach = _live_rows(args, backend.describe(), err, backend)
+    rows, failed, reach, _ = _live_rows(args, backend.describe(), err, backend)
     out.write(output.format_throttled(throttled_rows(rows or [], args.above), args.output,
                                       every=rows or [], reach=reach))
     _settings_notes(backend, err)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # imported where used: --describe needs none of them (start-u
     from quota_core.throttling.throttle import QuotaWindow
 
 __all__ = ["format_describe", "write_describe", "format_resolutions", "format_outcome",
-           "resolution_to_json", "live_for_key", "format_throttled", "format_spread_grid",
+           "resolution_to_json", "live_for_key", "client_view_for", "format_throttled", "format_spread_grid",
            "entity_text", "format_parsed",
            "format_alteration", "format_plan", "format_key_change", "window_json",
            "says_where_audited"]
@@ -195,10 +195,12 @@ def _broker_json(row: BucketUsage) -> dict:
 
 def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
                  quotas: Mapping[Entity, Mapping[str, float]] | None = None,
-                 reach: Reach | None = None) -> dict:
+                 reach: Reach | None = None, clients=None) -> dict:
     """What the brokers report for this client's own bucket of ``key``, one entry per broker
     (``throttled`` only from that bucket), and apart, the ``other_buckets`` under the same
-    user or client id that are not this client's."""
+    user or client id that are not this client's. With ``clients`` (a
+    :class:`quota_core.throttling.client_view.ClientSide`) and ``quotas``, ``client``: what the bucket's
+    clients report themselves (KIP-714) and whether it agrees (docs/interfaces.md)."""
     from quota_core.throttling.live import client_buckets
     from quota_core.domain.membership import Membership
 
@@ -226,7 +228,20 @@ def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
             for row in sorted(other_buckets(rows, user, client_id, quotas),
                               key=lambda x: (x.user or "", x.client_id or "", x.broker))
             if row.key == key]
+        if clients is not None:
+            doc["client"] = client_view_for(key, mine, (u, c), quotas, reach, clients).as_dict()
     return doc
+
+
+def client_view_for(key: str, mine: Sequence[BucketUsage], bucket, quotas, reach, clients):
+    """The client view (quota_core.throttling.client_view) of one bucket's key, from its live rows and
+    the one live verdict."""
+    from quota_core.throttling.live import live_verdict, recent_verdict
+    from quota_core.domain.membership import Membership
+
+    unread = list(reach.unread) if reach is not None else []
+    return clients.view(key, live_verdict(mine, unread), mine, bucket, Membership(quotas),
+                        recent=recent_verdict(mine))
 
 
 def _client_spread(r: Resolution, key: str, mine: Sequence[BucketUsage],
@@ -263,14 +278,14 @@ def format_spread_grid(sp: Spread, indent: str = "  ") -> list[str]:
 
 def resolution_to_json(r: Resolution, live: Sequence[BucketUsage] | None = None,
                        quotas: Mapping[Entity, Mapping[str, float]] | None = None,
-                       reach: Reach | None = None) -> dict:
+                       reach: Reach | None = None, clients=None) -> dict:
     quota_set = quotas
     quotas = {k: {"value": None if kr.value is None else json_number(kr.value), "level": kr.level,
                   "source": None if kr.source is None else kr.source.as_dict()}
               for k, kr in sorted(r.keys.items())}
     if live is not None and not r.client.is_ip:
         for k in quotas:
-            quotas[k]["live"] = live_for_key(r, k, live, quota_set, reach)
+            quotas[k]["live"] = live_for_key(r, k, live, quota_set, reach, clients)
     return {
         "entity": r.client.as_dict(),
         "assumptions": r.client.assumptions(),
@@ -309,15 +324,19 @@ def window_json(window: QuotaWindow) -> dict:
 def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
                        live: Sequence[BucketUsage] | None = None,
                        quotas: Mapping[Entity, Mapping[str, float]] | None = None,
-                       window: QuotaWindow | None = None, reach: Reach | None = None) -> str:
+                       window: QuotaWindow | None = None, reach: Reach | None = None,
+                       clients=None) -> str:
     """``quotas`` (the quota set resolved against) decides each client's one bucket per key
     for the live figures; without it every bucket shape that could hold the client shows.
     ``window`` is the brokers' quota window the live verdict used: JSON gives it as
-    ``window`` on each client with live figures, text names it once, at the end."""
+    ``window`` on each client with live figures, text names it once, at the end.
+    ``clients`` (quota_core.throttling.client_view.ClientSide): what the clients pushed; each key with
+    live figures then says what its bucket's clients report (JSON: ``live.client``; text:
+    one ``client:`` line with the sentence)."""
     from quota_core.throttling.live import client_buckets
 
     if fmt == "json":
-        docs = [resolution_to_json(r, live, quotas, reach) for r in resolutions]
+        docs = [resolution_to_json(r, live, quotas, reach, clients) for r in resolutions]
         if window is not None and live is not None:
             for doc, r in zip(docs, resolutions):
                 if not r.client.is_ip:
@@ -350,6 +369,13 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
                     lines.append(f"  live: no broker read reports this bucket; "
                                  f"{', '.join(reach.unread)} not read: throttled or not "
                                  f"is unknown")
+                if clients is not None and quotas is not None and (mine or kr.value is not None):
+                    from quota_core.domain.membership import Membership
+
+                    bucket = Membership(quotas).tags(k, r.client.user or "",
+                                                     r.client.client_id or "")
+                    lines.append("  client: " + client_view_for(k, mine, bucket, quotas, reach,
+                                                                clients).sentence)
                 if quotas is not None:
                     from quota_core.throttling.live import other_buckets
 

@@ -17,13 +17,19 @@ sentence quotes them); the pages escape the whole sentence (``ui.text.md`` or
 """
 from __future__ import annotations
 
+from typing import Iterable
+
 from quota_core.domain.entities import CLIENT_ID, IP, USER, Entity
 from quota_core.domain.keys import QUOTA_KEYS, format_value
 from quota_core.domain.units import format_quota, format_rate
 
 __all__ = ["plural", "verb", "against", "inherited", "inherited_short", "entry_clients",
            "quota_changed", "clients_moved", "quota_before", "read_only_refused",
-           "versions_differ", "custom_callback_on", "TELEMETRY_NOT_COLLECTED"]
+           "versions_differ", "custom_callback_on", "TELEMETRY_NOT_COLLECTED",
+           "NO_TELEMETRY_TEXT", "client_no_telemetry", "client_broker_unknown",
+           "client_agrees_throttled", "client_ignores_throttle", "client_waits_elsewhere",
+           "client_waits_recently", "client_agrees_free", "broker_order", "brokers_text",
+           "broker_name"]
 
 #: What the console says of a cluster that collects nothing clients push (KIP-714): no broker
 #: plugin receives the pushes, or the cluster is older than Kafka 3.7.
@@ -154,3 +160,109 @@ def custom_callback_on(cluster: str, callback: str, brokers: str) -> str:
             f"client.quota.callback.class={callback}: its quota entries do not decide "
             f"enforcement there (the plugin picks each client's quota and bucket), so the same "
             f"entries can limit clients differently on the two clusters.")
+
+
+# --------------------------------------------------------------------------- the client's side
+# quota_core.throttling.client_view: what the clients of a bucket report (KIP-714) beside the broker's
+# verdict. One sentence each; the brokers are named as the live sentences name them.
+
+def _ms(ms: float | None) -> str:
+    if ms is None:
+        return "an unknown time"
+    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+
+
+def _clients(n: int) -> str:
+    return "the client" if n == 1 else f"{n:,} client instances"
+
+
+def _where(brokers) -> str:
+    return brokers_text(brokers) if brokers else "a broker"
+
+
+#: Clients that push nothing: never read as "not throttled".
+NO_TELEMETRY_TEXT = "no telemetry: no subscription matches, or the client is too old"
+
+
+def client_no_telemetry(key: str, instances: bool, collected: bool = True,
+                        directions: tuple[str, ...] = ("produce",)) -> str:
+    """No instance of the bucket reports a throttle time: why, never "not throttled"."""
+    if not collected:
+        return (f"{TELEMETRY_NOT_COLLECTED} (no broker shows pushed client metrics): the client's "
+                f"side is unknown")
+    if instances and not directions:
+        return f"clients push no throttle time for {key}: the client's side is unknown"
+    if instances:
+        return ("the clients push telemetry but no throttle time: add the throttle metrics "
+                "to the subscription (`telemetry subscribe`)")
+    return NO_TELEMETRY_TEXT
+
+
+def client_broker_unknown(n: int, avg_ms: float) -> str:
+    """The broker side is unknown (a broker not read): no agreement is claimed."""
+    said = (f"reports waiting {_ms(avg_ms)} per request" if avg_ms
+            else "reports no throttle time")
+    return (f"{_clients(n)} {said}, but whether the broker throttles this bucket is unknown "
+            f"(a broker was not read): no agreement is claimed")
+
+
+def client_agrees_throttled(brokers, waiting: int, reporting: int, avg_ms: float | None,
+                            max_ms: float | None) -> str:
+    """Both sides throttled: the example of issue 30."""
+    who = "the client reports" if reporting == 1 else (
+        f"{waiting:,} of its {reporting:,} client instances report")
+    most = f" (at most {_ms(max_ms)})" if max_ms is not None and avg_ms is not None \
+        and max_ms > avg_ms else ""
+    return (f"the broker throttles this bucket on {_where(brokers)}, and {who} waiting "
+            f"{_ms(avg_ms)} per request there{most}")
+
+
+def client_ignores_throttle(brokers, reporting: int) -> str:
+    """The broker throttles, the clients report zero throttle time."""
+    who = "the client reports" if reporting == 1 else "its clients report"
+    return (f"the broker throttles this bucket on {_where(brokers)}, but {who} no throttle "
+            f"time: it may ignore throttling (clients before KIP-219 do)")
+
+
+def client_waits_elsewhere(n: int, avg_ms: float | None) -> str:
+    """The clients wait, no client quota bucket of theirs is throttled."""
+    who = "the client reports" if n == 1 else f"{n:,} client instances report"
+    return (f"{who} throttle time ({_ms(avg_ms)} per request), but no client quota bucket "
+            f"of it is throttled: look at other quotas (replication, controller mutation, "
+            f"connection rate)")
+
+
+def client_waits_recently(n: int, avg_ms: float | None) -> str:
+    """The broker throttled recently; the clients' averages still hold those waits."""
+    who = "the client reports" if n == 1 else f"{n:,} client instances report"
+    return (f"the broker throttled this bucket recently, not now, and {who} waiting "
+            f"{_ms(avg_ms)} per request over its last pushes")
+
+
+def client_agrees_free(n: int) -> str:
+    """Neither side throttles."""
+    who = "the client reports" if n == 1 else "its clients report"
+    return f"the broker does not throttle this bucket, and {who} no throttle time"
+
+
+# ------------------------------------------------------------------ brokers in a sentence
+def broker_order(label: str) -> tuple:
+    """Sort key: node ids numerically ("2" before "10"), then other labels (host:port, a
+    user's LABEL) as text."""
+    return (0, int(label), "") if label.isdigit() else (1, 0, label)
+
+
+def brokers_text(labels: Iterable[str]) -> str:
+    """``broker 2``, ``brokers 1 and 3``, ``brokers 1, 2 and 3``."""
+    names = sorted(dict.fromkeys(labels), key=broker_order)
+    if not names:
+        return "no broker"
+    if len(names) == 1:
+        return f"broker {names[0]}"
+    return f"brokers {', '.join(names[:-1])} and {names[-1]}"
+
+
+def broker_name(label: str) -> str:
+    """How a sentence names a broker: a node id reads ``broker 2``; another label (a user's
+    ``LABEL=URL``, an unread endpoint's host:port) stays as it is."""
+    return f"broker {label}" if label.isdigit() else label

@@ -23,6 +23,8 @@ from quota_core.domain.serialization import to_document
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from quota_core.throttling.client_view import ClientView
+
 __all__ = ["SEVERITIES", "Finding", "Protected", "LintInput", "LintOptions", "parse_protected",
            "protected_from_config", "super_users", "WELL_KNOWN", "severity_at_least",
            "request_cap", "exempt_value", "EXEMPT"]
@@ -194,6 +196,15 @@ class LintInput:
     usage: "pd.DataFrame | None" = None
     history_source: str | None = None
     options: LintOptions = field(default_factory=LintOptions)
+    #: What the clients report beside the broker's live verdict (KIP-714), per live bucket:
+    #: ``[((key, user tag, client id tag), quota_core.throttling.client_view.ClientView)]``; None
+    #: without live figures (no --metrics).
+    clients: "Sequence[tuple[tuple, ClientView]] | None" = None
+    #: Whether any broker endpoint read carries the client-telemetry plugin, and how many
+    #: client instances pushed (None: no live figures).
+    telemetry: bool | None = None
+    client_instances: int = 0
+    live_source: str | None = None
 
     @property
     def brokers_read(self) -> bool:

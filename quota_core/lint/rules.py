@@ -31,7 +31,8 @@ NEEDS = {"quotas": "the quota set",
          "settings": "the quota set and the brokers' settings (Kafka's defaults without a "
                      "cluster)",
          "brokers": "a cluster (every broker's settings)",
-         "history": "the usage history (--history DIR)"}
+         "history": "the usage history (--history DIR)",
+         "live": "the brokers' metrics endpoints (--metrics URL[,URL...])"}
 
 
 def _pct(x: float) -> str:
@@ -402,6 +403,53 @@ def _short_history(inp: LintInput) -> str | None:
     return None
 
 
+# --------------------------------------------------------------------------- the client's side
+def check_client_ignores_throttle(inp: LintInput) -> list[Finding]:
+    """A bucket the broker throttles now while every client instance of it that pushes
+    reports zero throttle time (quota_core.throttling.client_view: ``client-not-throttled``)."""
+    from quota_core.throttling.client_view import CLIENT_NOT_THROTTLED
+    from quota_core.throttling.verdict import tags_entity
+
+    out = []
+    for (key, user, client_id), view in inp.clients or ():
+        if view.agreement != CLIENT_NOT_THROTTLED:
+            continue
+        who = ", ".join(f"client id {i.client_id!r} ({i.software})" for i in view.instances)
+        out.append(Finding(
+            "client-ignores-throttle", "warning", tags_entity((user, client_id)), key,
+            f"{view.sentence}; the clients: {who}. A client that ignores the throttle is "
+            f"muted by the broker instead (its channel is held for the throttle time): "
+            f"upgrade it to a client that honours KIP-219."))
+    return out
+
+
+def check_no_telemetry_subscription(inp: LintInput) -> list[Finding]:
+    """No client pushes its metrics (KIP-714): the plugin is missing, no subscription
+    matches, or the clients are too old; and each throttled bucket none of whose clients
+    push: its client's side is unknown."""
+    from quota_core.throttling.client_view import NO_TELEMETRY
+    from quota_core.throttling.verdict import tags_entity
+    from quota_core.domain.wording import NO_TELEMETRY_TEXT, TELEMETRY_NOT_COLLECTED
+
+    if inp.clients is None:
+        return []
+    if not inp.telemetry:
+        return [Finding("no-telemetry-subscription", "info", None, None,
+                        f"{TELEMETRY_NOT_COLLECTED}: no broker endpoint read shows the "
+                        f"client-telemetry plugin's series; add the plugin to the brokers "
+                        f"(docs/client-telemetry.md).")]
+    if not inp.client_instances:
+        return [Finding("no-telemetry-subscription", "info", None, None,
+                        f"{NO_TELEMETRY_TEXT}: the brokers collect client telemetry, but no "
+                        f"client pushes; create a subscription "
+                        f"(`kafka-client-quotas telemetry subscribe`).")]
+    return [Finding("no-telemetry-subscription", "info", tags_entity((user, client_id)), key,
+                    f"the broker throttles this bucket, and none of its clients pushes "
+                    f"telemetry ({NO_TELEMETRY_TEXT})")
+            for (key, user, client_id), view in inp.clients
+            if view.agreement == NO_TELEMETRY and view.throttled]
+
+
 # --------------------------------------------------------------------------- the table
 @dataclass(frozen=True)
 class Rule:
@@ -444,6 +492,15 @@ RULES: tuple[Rule, ...] = (
          "last 7 days", "the sizing hint, the largest per-bucket p99 rate: under a "
          "`<default>` an entry of its own for each throttled principal; the default itself "
          "only when most principals under it are throttled", check_chronic),
+    Rule("client-ignores-throttle", "warning", "live",
+         "a bucket the broker throttles now while every client of it that pushes its metrics "
+         "(KIP-714) reports zero throttle time: it may ignore throttling (clients before "
+         "KIP-219)", "none in quotas: upgrade the client", check_client_ignores_throttle),
+    Rule("no-telemetry-subscription", "info", "live",
+         "no client pushes its metrics (KIP-714): the brokers lack the plugin, or no "
+         "CLIENT_METRICS subscription matches; or a throttled bucket none of whose clients "
+         "push", "none in quotas: `kafka-client-quotas telemetry subscribe`",
+         check_no_telemetry_subscription),
 )
 RULE_IDS: tuple[str, ...] = tuple(r.id for r in RULES)
 assert all(r.severity in SEVERITIES for r in RULES) and all(r.needs in NEEDS for r in RULES)
@@ -470,6 +527,11 @@ def _data(inp: LintInput, needs: str) -> tuple[bool, str]:
     if needs == "brokers":
         return (inp.brokers_read, f"{len(inp.settings.read)} brokers' settings"
                 if inp.brokers_read else f"no brokers' settings ({inp.settings.source})")
+    if needs == "live":
+        if inp.clients is None:
+            return False, "no live figures (give --metrics URL[,URL...] with a cluster)"
+        return True, (f"{inp.live_source}: {len(inp.clients):,} live buckets, "
+                      f"{inp.client_instances:,} client instances pushing")
     if inp.usage is None or inp.usage.empty:
         return False, "no usage history (give --history DIR)"
     span = U.span(inp.usage)

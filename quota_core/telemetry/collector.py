@@ -106,6 +106,8 @@ class Collector:
         self._snapshots: list[dict] = []
         self._last_ok: dict[str, float] = {}
         self._last_quotas: dict | None = None
+        #: endpoint label → (when, the client reports it showed): KIP-714 pushes.
+        self._clients: dict[str, tuple[float, list]] = {}
         self.settings = settings
         #: The cluster's name in the fleet file: every row written carries it (``cluster``).
         self.cluster = cluster
@@ -139,8 +141,32 @@ class Collector:
         previous = self._last_ok.get(endpoint.label)
         interval = self.scrape_every if previous is None else now - previous
         self._last_ok[endpoint.label] = now
-        self._usage.extend(with_cluster(usage_samples(answer, ts, interval), self.cluster))
+        self._usage.extend(with_cluster(usage_samples(answer, ts, interval, self._client_throttle(
+            endpoint, answer, now)), self.cluster))
         self._bound_buffer()
+
+    def _client_throttle(self, endpoint: Endpoint, answer, now: float):
+        """What the clients of each bucket report (KIP-714): the freshest reports of every
+        endpoint (a client pushes to one broker and is throttled by others), each endpoint's
+        kept for :data:`CLIENT_KEEP_S`; None (no column) when no endpoint carries the
+        client-telemetry plugin."""
+        from quota_core.throttling.client_view import bucket_client_throttle
+        from quota_core.throttling.live import KEY_OF_TYPE
+        from quota_core.domain.membership import Membership
+        from quota_core.telemetry.client_reports import client_reports, telemetry_collected
+
+        samples = getattr(answer, "client_samples", None) or ()
+        if samples and telemetry_collected(samples):
+            node = getattr(answer, "node_id", None) or endpoint.label
+            self._clients[endpoint.label] = (now, client_reports(
+                samples, int(node) if str(node).isdigit() else -1))
+        reports = [r for at, rs in self._clients.values() if now - at <= CLIENT_KEEP_S
+                   for r in rs]
+        if not any(now - at <= CLIENT_KEEP_S for at, _ in self._clients.values()):
+            return None
+        members = None if self._last_quotas is None else Membership(self._last_quotas)
+        return lambda quota_type, user, client_id: bucket_client_throttle(
+            KEY_OF_TYPE[quota_type], (user, client_id), reports, members)
 
     def snapshot(self, now: float) -> None:
         try:
@@ -265,6 +291,9 @@ class Collector:
             self.record(endpoint, started, answer)
 
 
+#: How long one endpoint's client reports count for the samples of every endpoint (s):
+#: a few of the default subscription's 30 s push intervals.
+CLIENT_KEEP_S = 120.0
 #: How often :meth:`Collector.run` picks up answers that arrived (seconds).
 _POLL_S = 0.2
 

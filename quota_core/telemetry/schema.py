@@ -18,6 +18,15 @@ throttle_ms    double     the broker's throttle-time (null when it reported NaN)
 interval_s     double     the seconds this sample stands for
 =============  =========  ==============================================================
 
+and, optional (:data:`CLIENT_USAGE_COLUMNS`; files written before it lack it and stay
+readable: a reader that wants it takes null for a file without it):
+
+==================  ======  ==============================================================
+client_throttle_ms  double  the largest average throttle time (ms per request) the bucket's
+                            client instances report themselves (KIP-714, over their last
+                            pushes, on any broker); null when none of them pushes one
+==================  ======  ==============================================================
+
 **The cluster** (issue 29): ``collect --all-clusters`` also writes a ``cluster`` column (string,
 the cluster's name in the fleet file) on every usage sample and snapshot row. It is the one
 column of :data:`OPTIONAL_COLUMNS`: files written before it, and by a collector of one
@@ -48,14 +57,17 @@ from quota_core.domain.entities import Entity, entity_from_json, entity_to_json
 from quota_core.throttling.live import KEY_OF_TYPE, Series, finite, gather
 from quota_core.throttling.throttle import DEFAULT_WINDOW, QuotaWindow
 
-__all__ = ["USAGE_COLUMNS", "SNAPSHOT_COLUMNS", "OPTIONAL_COLUMNS", "CLUSTER_COLUMN",
-           "written_columns", "with_cluster", "WINDOW_KEYS", "usage_samples", "snapshot_rows",
+__all__ = ["USAGE_COLUMNS", "CLIENT_USAGE_COLUMNS", "SNAPSHOT_COLUMNS", "OPTIONAL_COLUMNS",
+           "CLUSTER_COLUMN", "written_columns", "with_cluster", "WINDOW_KEYS", "usage_samples",
+           "snapshot_rows",
            "window_rows", "is_window_row", "SnapshotWindows", "windows_from_rows", "snapshots_to_quotas", "topic_value", "from_topic_value", "iso_utc"]
 
 USAGE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ts", "timestamp"), ("broker", "string"), ("quota_type", "string"), ("user", "string"),
     ("client_id", "string"), ("rate", "double"), ("throttle_ms", "double"),
     ("interval_s", "double"))
+#: Optional usage columns: written by the collector, never required of a file.
+CLIENT_USAGE_COLUMNS: tuple[tuple[str, str], ...] = (("client_throttle_ms", "double"),)
 SNAPSHOT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ts", "timestamp"), ("entity", "string"), ("key", "string"), ("value", "double"))
 #: The cluster's name in the fleet file, on rows of ``collect --all-clusters``.
@@ -67,8 +79,11 @@ OPTIONAL_COLUMNS: tuple[tuple[str, str], ...] = ((CLUSTER_COLUMN, "string"),)
 
 def written_columns(kind: str) -> tuple[tuple[str, str], ...]:
     """Every column the collector writes for ``kind`` (``usage`` or ``quotas``): the
-    contract's, then the optional ones."""
-    return (USAGE_COLUMNS if kind == "usage" else SNAPSHOT_COLUMNS) + OPTIONAL_COLUMNS
+    contract's, then the optional ones (the clients' own throttle on usage samples; the
+    cluster on both)."""
+    if kind == "usage":
+        return USAGE_COLUMNS + CLIENT_USAGE_COLUMNS + OPTIONAL_COLUMNS
+    return SNAPSHOT_COLUMNS + OPTIONAL_COLUMNS
 
 
 def with_cluster(rows: list[dict[str, Any]], cluster: str | None) -> list[dict[str, Any]]:
@@ -80,9 +95,11 @@ def with_cluster(rows: list[dict[str, Any]], cluster: str | None) -> list[dict[s
     return rows
 
 
-def usage_samples(series: Iterable[Series], ts: datetime, interval_s: float
-                  ) -> list[dict[str, Any]]:
-    """One usage sample per bucket the series mention (buckets without a rate are skipped)."""
+def usage_samples(series: Iterable[Series], ts: datetime, interval_s: float,
+                  client_throttle=None) -> list[dict[str, Any]]:
+    """One usage sample per bucket the series mention (buckets without a rate are skipped).
+    ``client_throttle(quota_type, user, client_id)``: what the bucket's clients report
+    (``client_throttle_ms``); without it the column is left out (null)."""
     out = []
     for (broker, quota_type, user, client_id), figures in sorted(
             gather(series).items(), key=lambda kv: tuple(x or "" for x in kv[0])):
@@ -92,6 +109,8 @@ def usage_samples(series: Iterable[Series], ts: datetime, interval_s: float
                     "client_id": client_id, "rate": finite(figures["rate"]),
                     "throttle_ms": finite(figures.get("throttle")),
                     "interval_s": float(interval_s)})
+        if client_throttle is not None:
+            out[-1]["client_throttle_ms"] = client_throttle(quota_type, user, client_id)
     return out
 
 

@@ -44,6 +44,11 @@ class Swept(list):
         #: label of the user's): a feed remembers it to name the broker once it stops
         #: answering (quota_core.throttling.coverage.unread_brokers).
         self.node_of: dict[str, str] = {}
+        #: What the clients pushed (KIP-714), one report per client instance and endpoint
+        #: (:func:`quota_core.telemetry.client_reports.client_reports`).
+        self.clients: list = []
+        #: Whether any endpoint that answered carries the client-telemetry plugin's series.
+        self.telemetry: bool = False
 
 
 class _Endpoint(Protocol):  # telemetry.collector.Endpoint
@@ -66,6 +71,18 @@ def scrape_endpoint(endpoint: _Endpoint, timeout: float, *,
         return (scrape or http_scrape)(endpoint.url, label, timeout=timeout, **extra)
     except QuotaError as exc:
         return exc
+
+
+def _add_clients(series: Swept, answer, label: str) -> None:
+    """The client reports of one endpoint's answer, labelled with its broker's node id (-1
+    when the endpoint names none)."""
+    from quota_core.telemetry.client_reports import client_reports, telemetry_collected
+
+    samples = getattr(answer, "client_samples", None) or ()
+    if not samples:
+        return
+    series.telemetry = series.telemetry or telemetry_collected(samples)
+    series.clients.extend(client_reports(samples, int(label) if label.isdigit() else -1))
 
 
 def scrape_all(endpoints: Sequence[_Endpoint], timeout: float,
@@ -105,4 +122,5 @@ def scrape_all(endpoints: Sequence[_Endpoint], timeout: float,
             series.brokers.append(node or endpoint.label)
             if node and not endpoint.named:
                 series.node_of[endpoint.url] = node
+            _add_clients(series, answer, node or endpoint.label)
     return series, errors

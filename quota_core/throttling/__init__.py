@@ -21,6 +21,7 @@ import importlib
 # pipeline import; edit it by hand too: submodule -> the names it exports) ---
 _FACE: dict[str, tuple[str, ...]] = {
     "brokers": ("ClusterSettings", "read_settings"),
+    "client_view": ("bucket_views", "ClientSide", "ClientView", "view_for_verdict"),
     "coverage": ("endpoint_address", "endpoints_from_template", "unread_brokers", "unwatched",
                  "unwatched_sentence"),
     "live": ("broker_name", "clients_seen", "CONFIRM_S", "finite", "gather", "hold", "join_usage",

@@ -28,6 +28,7 @@ from typing import Iterable, Mapping, Protocol, Sequence
 
 from quota_core.domain import ladder
 from quota_core.domain.entities import CLIENT_ID, USER, Entity
+from quota_core.domain.wording import broker_name, broker_order, brokers_text  # noqa: F401 - their home is wording; importers here keep working
 from quota_core.throttling.throttle import estimate_throttle, mutation_throttle_ms
 
 __all__ = ["QUOTA_TYPES", "KEY_OF_TYPE", "NOW_SHARE", "CONFIRM_S", "BucketUsage", "live_verdict",
@@ -222,28 +223,6 @@ def recent_verdict(figures: Iterable) -> bool:
     figures = list(figures)
     return not any(f.throttled for f in figures) and any(getattr(f, "recent", False)
                                                          for f in figures)
-
-
-def broker_order(label: str) -> tuple:
-    """Sort key: node ids numerically ("2" before "10"), then other labels (host:port, a
-    user's LABEL) as text."""
-    return (0, int(label), "") if label.isdigit() else (1, 0, label)
-
-
-def brokers_text(labels: Iterable[str]) -> str:
-    """``broker 2``, ``brokers 1 and 3``, ``brokers 1, 2 and 3``."""
-    names = sorted(dict.fromkeys(labels), key=broker_order)
-    if not names:
-        return "no broker"
-    if len(names) == 1:
-        return f"broker {names[0]}"
-    return f"brokers {', '.join(names[:-1])} and {names[-1]}"
-
-
-def broker_name(label: str) -> str:
-    """How a sentence names a broker: a node id reads ``broker 2``; another label (a user's
-    ``LABEL=URL``, an unread endpoint's host:port) stays as it is."""
-    return f"broker {label}" if label.isdigit() else label
 
 
 def _duration(ms: float) -> str:

@@ -48,16 +48,18 @@ def samples(rows, hours=1, step_s=60):
 # -- the table ---------------------------------------------------------------------------------
 def test_one_table_ids_unique_and_severities_known():
     ids = [r.id for r in RULES]
-    assert ids == list(dict.fromkeys(ids)) and len(ids) == 8
+    assert ids == list(dict.fromkeys(ids)) and len(ids) == 10
     assert {r.severity for r in RULES} <= set(SEVERITIES)
     assert set(ids) == {"protected-under-default", "stale", "churning-principals", "never-binds",
-                        "too-small", "cannot-bind", "chronic", "brokers-disagree"}
+                        "too-small", "cannot-bind", "chronic", "brokers-disagree",
+                        "client-ignores-throttle", "no-telemetry-subscription"}
 
 
 def test_rules_without_their_data_are_named_not_run():
     _, report = lint({E(user="a"): {"producer_byte_rate": 1e6}}, "stale")
     skipped = dict(report.skipped)
-    assert set(skipped) == {"stale", "churning-principals", "chronic", "brokers-disagree"}
+    assert set(skipped) == {"stale", "churning-principals", "chronic", "brokers-disagree",
+                            "client-ignores-throttle", "no-telemetry-subscription"}
     assert "--history" in skipped["stale"]
 
 

@@ -69,9 +69,10 @@ def test_samples_and_snapshots_land_as_parquet_in_the_documented_schema(tmp_path
     assert collector.flush()
     usage = pd.read_parquet(tmp_path / "out" / "usage")
     assert sorted(usage.columns) == sorted(["ts", "broker", "quota_type", "user", "client_id",
-                                            "rate", "throttle_ms", "interval_s", "cluster",
-                                            "date"])
+                                            "rate", "throttle_ms", "interval_s", "client_throttle_ms",
+                                            "cluster", "date"])
     assert usage.cluster.isna().all()  # one cluster, not of a fleet: null
+    assert usage.client_throttle_ms.isna().all()  # no endpoint carries client telemetry
     assert len(usage) == 6 and collector.stats.samples_written == 6
     assert sorted(usage["date"].astype(str).unique()) == ["2026-11-23", "2026-11-24"]
     alice = usage[(usage.user == "alice")].sort_values("ts")
