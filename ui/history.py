@@ -22,7 +22,7 @@ import streamlit as st
 from .settings import REPO_ROOT, Places, analysis_dir, history_dir
 
 __all__ = ["Places", "places", "WHAT_IF_COLUMNS", "windows", "start_job", "job_holder", "job_running", "job_log",
-           "suggested_value", "sizing_rows", "rollup_state", "rollup_rows", "range_tables", "range_sizing",
+           "suggested_value", "sizing_rows", "rollup_state", "range_tables", "range_sizing",
            "bucket_hours"]
 
 
@@ -40,55 +40,169 @@ def rollup_state(p: Places) -> dict:
     return load_state(p.rollups)
 
 
-@st.cache_resource(show_spinner="Reading the rollups…", max_entries=2)
-def rollup_rows(rollups: str, updated_at: str):
-    """Every rollup row (a row per hour, broker, bucket, key and level), read once per update
-    and shared, not copied, by every rerun and session: the sketches make it the one large
-    frame here. Callers never modify it."""
-    from quota_core.telemetry.rollup_files import read_rollups
+def _concat(tables):
+    import pyarrow as pa
 
-    return read_rollups(rollups)
+    tables = [t for t in tables if t is not None and t.num_rows]
+    return pa.concat_tables(tables, promote_options="permissive") if tables else None
 
 
-@st.cache_resource(show_spinner="Reading the daily sketches…", max_entries=2)
-def daily_rows(rollups: str, updated_at: str):
-    """Every day's merged rate sketches (``<rollups>/daily``), read once per update."""
-    from quota_core.telemetry.rollup_files import load_state, read_daily
+def _hours_part(rollups: str, hours: list[str]):
+    """The summary (quota_core.history_rollups.summarize) and the throttled rows of ``hours``,
+    read once with the columns they need (no sketches)."""
+    import pyarrow.compute as pc
 
-    days = sorted({h[:10] for h in load_state(rollups)["hours"]})
-    return read_daily(rollups, days)
+    from quota_core import history_rollups as hr
+    from quota_core.telemetry.rollup_files import read_parts
+
+    rows = read_parts(rollups, hours, ["hour"] + hr.SUMMARY_COLUMNS)
+    if rows is None:
+        return None, None
+    hot = rows.filter(pc.greater(rows["throttled_s"], 0)).select(hr.HEAT_COLUMNS)
+    return hr.summarize(rows), hot
 
 
-def _in_range(rollups: str, updated_at: str, first: str, last: str):
-    roll = rollup_rows(rollups, updated_at)
-    return roll[(roll["hour"] >= first) & (roll["hour"] <= last)]
+@st.cache_resource(show_spinner="Summing a day of rollups…", max_entries=62)
+def _day_part(rollups: str, day: str, stamp: tuple):
+    """:func:`_hours_part` of a whole day, kept per day and its hours' update times
+    (``stamp``): a range of days merges these, a row per broker and bucket each; a day a job
+    redid is read again, the others are not. Shared, never modified."""
+    return _hours_part(rollups, [h for h, _ in stamp])
+
+
+@st.cache_resource(max_entries=2)
+def _days_part(rollups: str, stamps: tuple):
+    """The days of ``stamps`` (a (day, its stamp) each) merged: a range moved within its end
+    days merges the same whole days, kept here, and reads only the hours at its ends."""
+    from quota_core import history_rollups as hr
+
+    parts = [_day_part(rollups, day, stamp) for day, stamp in stamps]
+    summary = _concat([s for s, _ in parts])
+    return (hr.summarize(summary) if summary is not None else None,
+            _concat([t for _, t in parts]))
+
+
+def _stamps(rollups: str) -> dict[str, float]:
+    from quota_core.telemetry.rollup_files import hour_stamps
+
+    return hour_stamps(rollups)
+
+
+#: The longest range whose heatmap has a column an hour; a longer one has a column a day.
+HEAT_HOURS = 48
 
 
 @st.cache_data(show_spinner="Summing the hours…", max_entries=16)
 def range_tables(rollups: str, updated_at: str, first: str, last: str) -> dict:
-    """History's tables for the hours ``first`` to ``last`` (``hour`` keys, both included)."""
+    """History's tables for the hours ``first`` to ``last`` (``hour`` keys, both included):
+    each whole day's summary (cached per day), the hours of the days at the ends read alone,
+    merged per broker and bucket (quota_core.history_rollups.summarize)."""
+    import pandas as pd
+
     from quota_core import history_rollups as hr
     from quota_core.history import throttle_heatmap
 
-    part = _in_range(rollups, updated_at, first, last)
+    stamps = _stamps(rollups)
+    days, hours = hr.split_range(stamps, first, last)
+    parts = [_days_part(rollups, tuple((d, tuple(sorted((h, m) for h, m in stamps.items()
+                                                        if h[:10] == d))) for d in days))]
+    parts.append(_hours_part(rollups, hours) if hours else (None, None))
+    summary = _concat([s for s, _ in parts])
+    heat = _concat([t for _, t in parts])
+    part = (hr.summarize(summary).to_pandas() if summary is not None
+            else pd.DataFrame(columns=hr.SUMMARY_COLUMNS))
+    hot = heat.to_pandas() if heat is not None else pd.DataFrame(columns=hr.HEAT_COLUMNS)
+    by_day = len(hours) + 24 * len(days) > HEAT_HOURS
+    if by_day:  # a column a day: what a chart of a long range can show (and Plotly carry)
+        hot = hot.assign(hour=hot["hour"].str[:10] + "T00")
     return {"by_client": hr.clients(part), "by_entry": hr.entries(part),
-            "heat": throttle_heatmap(hr.as_samples(part[part["throttled_s"] > 0]))}
+            "heat": throttle_heatmap(hr.as_samples(hot)), "heat_by": "day" if by_day else "hour"}
+
+
+#: What sizing reads of a row (quota_core.history_rollups.sizing).
+_SIZING = ["source", "level", "key", "user", "client_id", "rates", "q_last", "t_last"]
 
 
 @st.cache_data(show_spinner="Sizing from the rate sketches…", max_entries=16)
 def range_sizing(rollups: str, updated_at: str, first: str, last: str):
-    from quota_core import history_rollups as hr
+    """Sizing for the hours ``first`` to ``last``: the day's merged sketches
+    (``<rollups>/daily``) for each whole day, the hourly ones for the other hours, of the
+    rows an entry bound only (the sketches sizing merges)."""
+    import pandas as pd
+    import pyarrow.dataset as ds
 
-    return hr.sizing(hr.sketch_rows(rollup_rows(rollups, updated_at),
-                                    daily_rows(rollups, updated_at), first, last))
+    from quota_core import history_rollups as hr
+    from quota_core.telemetry.rollup_files import read_parts
+
+    stamps = _stamps(rollups)
+    held = [d for d in {h[:10] for h in stamps}
+            if (Path(rollups) / "daily" / f"day={d}").is_dir()]
+    days, hours = hr.split_range(stamps, first, last, held)
+    bound = ds.field("level") > 0
+    rows = _concat([read_parts(rollups, days, _SIZING, bound, daily=True) if days else None,
+                    read_parts(rollups, hours, _SIZING, bound) if hours else None])
+    return hr.sizing(rows.to_pandas() if rows is not None else pd.DataFrame(columns=_SIZING))
+
+
+def _match(column: str, value):
+    import pyarrow.dataset as ds
+
+    return ds.field(column).is_null() if value is None else ds.field(column) == value
+
+
+def _bucket_rows(rollups: str, values: list[str], columns: list[str], bucket, daily=False):
+    from quota_core.telemetry.rollup_files import read_parts
+
+    user, client_id, key = bucket
+    rows = read_parts(rollups, values, columns, _match("user", user)
+                      & _match("client_id", client_id) & _match("key", key), daily=daily) \
+        if values else None
+    if rows is None:
+        import pandas as pd
+
+        return pd.DataFrame(columns=columns)
+    return rows.to_pandas()
 
 
 @st.cache_data(max_entries=32)
 def bucket_hours(rollups: str, updated_at: str, first: str, last: str,
                  bucket: tuple[str | None, str | None, str]):
+    """One bucket in range: per hour and broker for a range of up to :data:`HEAT_HOURS` hours
+    (its rows alone read: a filter applied while reading); per day and broker for a longer one
+    (quota_core.history_rollups.bucket_days: the day's largest rate from the days' summaries,
+    its p99 from the day's merged sketch, the hours at the ends from their own rows)."""
+    import pandas as pd
+    import pyarrow.compute as pc
+
     from quota_core import history_rollups as hr
 
-    return hr.bucket_hours(_in_range(rollups, updated_at, first, last), *bucket)
+    stamps = _stamps(rollups)
+    hours = [h for h in sorted(stamps) if first <= h <= last]
+    columns = ["hour", "broker", "user", "client_id", "key", "max_rate", "rates", "q_last",
+               "t_last", "throttled_s"]
+    if len(hours) <= HEAT_HOURS:
+        return hr.bucket_hours(_bucket_rows(rollups, hours, columns, bucket), *bucket)
+    held = [d for d in {h[:10] for h in stamps}
+            if (Path(rollups) / "daily" / f"day={d}").is_dir()]
+    days, edge = hr.split_range(stamps, first, last, held)
+    user, client_id, key = bucket
+    summaries = []
+    for day in days:
+        summary, _ = _day_part(rollups, day, tuple(sorted(
+            (h, m) for h, m in stamps.items() if h[:10] == day)))
+        if summary is None:
+            continue
+        mine = summary.filter(pc.and_(pc.equal(summary["key"], key), pc.and_(
+            pc.is_null(summary["user"]) if user is None else pc.equal(summary["user"], user),
+            pc.is_null(summary["client_id"]) if client_id is None
+            else pc.equal(summary["client_id"], client_id))))
+        summaries.append(mine.to_pandas().assign(day=day))
+    hourly = _bucket_rows(rollups, edge, columns, bucket)
+    summaries.append(hourly.assign(day=hourly["hour"].str[:10]))
+    daily = _bucket_rows(rollups, days, ["day", "rates", "q_last", "t_last"], bucket, daily=True)
+    sketches = pd.concat([daily, hourly.assign(day=hourly["hour"].str[:10])[
+        ["day", "rates", "q_last", "t_last"]]], ignore_index=True)
+    return hr.bucket_days(pd.concat(summaries, ignore_index=True), sketches)
 
 
 #: What Edit's what-if needs of the per-sample table: six of its 15 columns (at millions of
