@@ -55,11 +55,18 @@ def _hours_part(rollups: str, hours: list[str]):
     from quota_core import history_rollups as hr
     from quota_core.telemetry.rollup_files import read_parts
 
-    rows = read_parts(rollups, hours, ["hour"] + hr.SUMMARY_COLUMNS)
-    if rows is None:
-        return None, None
-    hot = rows.filter(pc.greater(rows["throttled_s"], 0)).select(hr.HEAT_COLUMNS)
-    return hr.summarize(rows), hot
+    summary, hot = None, []
+    for at in range(0, len(hours), _HOURS_AT_ONCE):  # a few hours in memory at a time
+        rows = read_parts(rollups, hours[at:at + _HOURS_AT_ONCE], ["hour"] + hr.SUMMARY_COLUMNS)
+        if rows is None:
+            continue
+        hot.append(rows.filter(pc.greater(rows["throttled_s"], 0)).select(hr.HEAT_COLUMNS))
+        summary = hr.summarize(_concat([summary, rows]))
+    return summary, _concat(hot)
+
+
+#: Hours read at once: a day of a month at real scale is 2.4 million rows.
+_HOURS_AT_ONCE = 6
 
 
 @st.cache_resource(show_spinner="Summing a day of rollups…", max_entries=62)
@@ -67,7 +74,40 @@ def _day_part(rollups: str, day: str, stamp: tuple):
     """:func:`_hours_part` of a whole day, kept per day and its hours' update times
     (``stamp``): a range of days merges these, a row per broker and bucket each; a day a job
     redid is read again, the others are not. Shared, never modified."""
-    return _hours_part(rollups, [h for h, _ in stamp])
+    summary, hot = _hours_part(rollups, [h for h, _ in stamp])
+    if summary is not None:  # each name once: a month of days in a few hundred MiB
+        summary = _encoded(summary)
+    _give_back()
+    return summary, hot
+
+
+_TEXT = ("broker", "user", "client_id", "key", "source")
+
+
+def _encoded(table):
+    import pyarrow.compute as pc
+
+    for name in _TEXT:
+        table = table.set_column(table.schema.get_field_index(name), name,
+                                 pc.dictionary_encode(table[name]))
+    return table
+
+
+def _decoded(table):
+    import pyarrow as pa
+
+    for name in _TEXT:
+        table = table.set_column(table.schema.get_field_index(name), name,
+                                 table[name].cast(pa.string()))
+    return table
+
+
+def _give_back() -> None:
+    """Hand the memory a day's read used back to the system: the pyarrow allocator keeps
+    freed pages for reuse, which at a month's size would double the process's memory."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 @st.cache_resource(max_entries=2)
@@ -78,8 +118,8 @@ def _days_part(rollups: str, stamps: tuple):
 
     parts = [_day_part(rollups, day, stamp) for day, stamp in stamps]
     summary = _concat([s for s, _ in parts])
-    return (hr.summarize(summary) if summary is not None else None,
-            _concat([t for _, t in parts]))
+    return (_decoded(hr.summarize(summary.unify_dictionaries())) if summary is not None
+            else None, _concat([t for _, t in parts]))
 
 
 def _stamps(rollups: str) -> dict[str, float]:
@@ -112,6 +152,8 @@ def range_tables(rollups: str, updated_at: str, first: str, last: str) -> dict:
     part = (hr.summarize(summary).to_pandas() if summary is not None
             else pd.DataFrame(columns=hr.SUMMARY_COLUMNS))
     hot = heat.to_pandas() if heat is not None else pd.DataFrame(columns=hr.HEAT_COLUMNS)
+    del summary, heat
+    _give_back()
     by_day = len(hours) + 24 * len(days) > HEAT_HOURS
     if by_day:  # a column a day: what a chart of a long range can show (and Plotly carry)
         hot = hot.assign(hour=hot["hour"].str[:10] + "T00")
@@ -172,6 +214,7 @@ def bucket_hours(rollups: str, updated_at: str, first: str, last: str,
     (quota_core.history_rollups.bucket_days: the day's largest rate from the days' summaries,
     its p99 from the day's merged sketch, the hours at the ends from their own rows)."""
     import pandas as pd
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     from quota_core import history_rollups as hr
@@ -192,11 +235,15 @@ def bucket_hours(rollups: str, updated_at: str, first: str, last: str,
             (h, m) for h, m in stamps.items() if h[:10] == day)))
         if summary is None:
             continue
+        summary = summary.select(["user", "client_id", "key", "broker", "max_rate",
+                                  "throttled_s"])
         mine = summary.filter(pc.and_(pc.equal(summary["key"], key), pc.and_(
             pc.is_null(summary["user"]) if user is None else pc.equal(summary["user"], user),
             pc.is_null(summary["client_id"]) if client_id is None
             else pc.equal(summary["client_id"], client_id))))
-        summaries.append(mine.to_pandas().assign(day=day))
+        summaries.append(mine.cast(pa.schema(  # the bucket's rows: names as text
+            [(f.name, pa.string() if f.name in _TEXT else f.type) for f in mine.schema]))
+            .to_pandas().assign(day=day))
     hourly = _bucket_rows(rollups, edge, columns, bucket)
     summaries.append(hourly.assign(day=hourly["hour"].str[:10]))
     daily = _bucket_rows(rollups, days, ["day", "rates", "q_last", "t_last"], bucket, daily=True)
