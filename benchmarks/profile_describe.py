@@ -34,6 +34,36 @@ def timed(argv: list[str], runs: int) -> float:
     return sorted(best)[len(best) // 2]
 
 
+def phases(backend: KafkaBackend, runs: int) -> None:
+    """In this process, a connected backend: the whole describe() call, and of it the
+    decoding of the answer (kafka_decode.decode_quotas, timed by a wrapper); the rest is the
+    request and the broker's answer (the broker builds and sends 100,000s of entries)."""
+    from quota_core.backends import kafka_decode
+
+    spent: list[float] = []
+    plain = kafka_decode.decode_quotas
+
+    def timed_decode(*args):
+        began = time.perf_counter()
+        try:
+            return plain(*args)
+        finally:
+            spent.append(time.perf_counter() - began)
+
+    kafka_decode.decode_quotas = timed_decode
+    try:
+        whole = []
+        for _ in range(runs):
+            began = time.perf_counter()
+            backend.describe()
+            whole.append(time.perf_counter() - began)
+    finally:
+        kafka_decode.decode_quotas = plain
+    w, d = sorted(whole)[len(whole) // 2], sorted(spent)[len(spent) // 2]
+    print(f"in process: describe() {w:.2f} s, of which decoding {d:.2f} s and the request with "
+          f"the broker's answer {w - d:.2f} s (median of {runs})")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", type=int, default=100_000)
@@ -43,6 +73,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, LocalBroker(Path(tmp) / "broker") as broker:
         with KafkaBackend(broker.bootstrap, timeout_s=120) as backend:
             print(f"seeded {a.size:,} entries in {seed(backend, 0, a.size):.1f} s")
+            phases(backend, a.runs)
         ours = [sys.executable, "-m", "quota_core", "--bootstrap-server", broker.bootstrap,
                 "--describe", "--timeout", "60"]
         theirs = config_command_argv(broker.bootstrap, "--describe", "--entity-type", "users")
