@@ -101,3 +101,21 @@ def test_a_long_ranges_bucket_is_per_day_with_the_same_sums(month):
                   & (daily["key"] == bucket[2])]
     assert got[got["ts"] == pd.Timestamp("2025-03-02")]["p99_rate"].iloc[0] == pytest.approx(
         rate_sketch.percentile(rate_sketch.merged(daily["rates"]), 0.99))
+
+
+def test_read_parts_opens_only_the_hours_asked_and_filters_while_reading(month):
+    import pyarrow.dataset as ds
+
+    from quota_core.telemetry.rollup_files import hour_stamps, read_parts
+
+    stamps = hour_stamps(month)
+    assert len(stamps) == 72 and min(stamps) == "2025-03-01T00"
+    got = read_parts(month, ["2025-03-02T05", "2025-03-02T06"], ["hour", "user", "throttled_s"],
+                     ds.field("throttled_s") > 0)
+    assert set(got["hour"].to_pylist()) <= {"2025-03-02T05", "2025-03-02T06"}
+    assert min(got["throttled_s"].to_pylist()) > 0
+    roll = read_rollups(month)
+    want = roll[roll["hour"].isin(["2025-03-02T05", "2025-03-02T06"]) & (roll["throttled_s"] > 0)]
+    assert got.num_rows == len(want)
+    assert read_parts(month, ["2024-01-01T00"], ["user"]) is None  # no such hour
+    assert hour_stamps(month.parent / "nowhere") == {}
