@@ -122,6 +122,35 @@ def _days_part(rollups: str, stamps: tuple):
             else None, _concat([t for _, t in parts]))
 
 
+@st.cache_resource(max_entries=8)  # both ends of a range
+def _block_part(rollups: str, stamp: tuple):
+    """:func:`_hours_part` of a block of :data:`_HOURS_AT_ONCE` hours of a day at a range's
+    end (a (hour, update time) each): a range moved an hour at a time reads one block's hours
+    again, not the day's."""
+    summary, hot = _hours_part(rollups, [h for h, _ in stamp])
+    _give_back()
+    return summary, hot
+
+
+def _edge_parts(rollups: str, hours: list[str], stamps: dict[str, float]) -> list:
+    """The parts of the hours of a range's end days: each whole block of hours (cached), the
+    others read alone."""
+    blocks: dict[tuple[str, int], list[str]] = {}
+    for hour in stamps:
+        blocks.setdefault((hour[:10], int(hour[11:13]) // _HOURS_AT_ONCE), []).append(hour)
+    wanted, alone = set(hours), []
+    parts = []
+    for key in sorted({(h[:10], int(h[11:13]) // _HOURS_AT_ONCE) for h in hours}):
+        block = sorted(blocks[key])
+        if wanted.issuperset(block):
+            parts.append(_block_part(rollups, tuple((h, stamps[h]) for h in block)))
+        else:
+            alone += [h for h in block if h in wanted]
+    if alone:
+        parts.append(_hours_part(rollups, alone))
+    return parts
+
+
 def _stamps(rollups: str) -> dict[str, float]:
     from quota_core.telemetry.rollup_files import hour_stamps
 
@@ -146,19 +175,35 @@ def range_tables(rollups: str, updated_at: str, first: str, last: str) -> dict:
     days, hours = hr.split_range(stamps, first, last)
     parts = [_days_part(rollups, tuple((d, tuple(sorted((h, m) for h, m in stamps.items()
                                                         if h[:10] == d))) for d in days))]
-    parts.append(_hours_part(rollups, hours) if hours else (None, None))
+    parts += _edge_parts(rollups, hours, stamps)
     summary = _concat([s for s, _ in parts])
     heat = _concat([t for _, t in parts])
     part = (hr.summarize(summary).to_pandas() if summary is not None
             else pd.DataFrame(columns=hr.SUMMARY_COLUMNS))
-    hot = heat.to_pandas() if heat is not None else pd.DataFrame(columns=hr.HEAT_COLUMNS)
+    by_day = len(hours) + 24 * len(days) > HEAT_HOURS
+    hot = (_heat_rows(heat, by_day) if heat is not None
+           else pd.DataFrame(columns=hr.HEAT_COLUMNS))
     del summary, heat
     _give_back()
-    by_day = len(hours) + 24 * len(days) > HEAT_HOURS
-    if by_day:  # a column a day: what a chart of a long range can show (and Plotly carry)
-        hot = hot.assign(hour=hot["hour"].str[:10] + "T00")
     return {"by_client": hr.clients(part), "by_entry": hr.entries(part),
             "heat": throttle_heatmap(hr.as_samples(hot)), "heat_by": "day" if by_day else "hour"}
+
+
+def _heat_rows(heat, by_day: bool):
+    """The throttled rows summed per hour (``by_day``: per day, a column a day, what a chart
+    of a long range can show and Plotly carry), broker and bucket, in pyarrow: the heatmap
+    sums them so anyway, and its labels are built per row (names as plain objects)."""
+    import pyarrow.compute as pc
+
+    if by_day:
+        day = pc.utf8_slice_codeunits(heat["hour"], 0, 10)
+        heat = heat.set_column(heat.schema.get_field_index("hour"), "hour",
+                               pc.binary_join_element_wise(day, "T00", ""))
+    keys = ["hour", "broker", "user", "client_id", "key"]
+    summed = heat.group_by(keys, use_threads=False).aggregate([("throttled_s", "sum")])
+    out = summed.rename_columns([c if c != "throttled_s_sum" else "throttled_s"
+                                 for c in summed.column_names]).to_pandas()
+    return out.astype({c: object for c in keys})
 
 
 #: What sizing reads of a row (quota_core.history_rollups.sizing).
