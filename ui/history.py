@@ -103,11 +103,17 @@ def _decoded(table):
 
 
 def _give_back() -> None:
-    """Hand the memory a day's read used back to the system: the pyarrow allocator keeps
-    freed pages for reuse, which at a month's size would double the process's memory."""
+    """Hand the memory a day's read used back to the system: an allocator keeps freed pages
+    for reuse, which at a month's size would double the process's memory (pyarrow's own pool,
+    and glibc's arenas, one per thread that ran a script)."""
+    import ctypes
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: its allocator keeps what it keeps
+        pass
 
 
 @st.cache_resource(max_entries=2)
