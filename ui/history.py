@@ -55,7 +55,6 @@ def _hours_part(rollups: str, hours: list[str]):
     from quota_core import history_rollups as hr
     from quota_core.telemetry.rollup_files import read_parts
 
-    _system_allocator()
     summary, hot = None, []
     for at in range(0, len(hours), _HOURS_AT_ONCE):  # a few hours in memory at a time
         rows = read_parts(rollups, hours[at:at + _HOURS_AT_ONCE], ["hour"] + hr.SUMMARY_COLUMNS)
@@ -101,16 +100,6 @@ def _decoded(table):
         table = table.set_column(table.schema.get_field_index(name), name,
                                  table[name].cast(pa.string()))
     return table
-
-
-def _system_allocator() -> None:
-    """pyarrow's allocations in this process from then on by malloc (its "system" pool), so
-    that :func:`_give_back` hands them back with the rest: mimalloc's pool keeps a heap per
-    thread, and each script run is a thread of its own."""
-    import pyarrow as pa
-
-    if pa.default_memory_pool().backend_name != "system":
-        pa.set_memory_pool(pa.system_memory_pool())
 
 
 def _give_back() -> None:
