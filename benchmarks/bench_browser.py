@@ -15,7 +15,10 @@ panel refreshes every 5 s while the reruns are timed. It prints medians and rati
 load average before and after:
 
 * full page load (navigation until Streamlit has settled and the page's content shows),
-  console vs the floor — target within 1.3x;
+  console vs the floor; the fixed cost of a page: the Audit page (the smallest) against the
+  bare page and against a bare multipage app with the console's menu (st.navigation, each
+  page one widget) — target within 1.3x of the multipage app; and how many script runs a
+  load takes (a query-parameter write or an ``st.rerun`` on load would double them);
 * Resolve: typing a new client id, keystroke to settled page — target under 300 ms;
 * Browse: changing a filter on ``--entries`` entries, change to settled page — under 300 ms;
 * a rerun of the bare page (typing into its box), for scale: what any rerun costs.
@@ -48,6 +51,53 @@ BARE = '''import streamlit as st
 st.query_params["x"] = st.text_input("Client id", key="x")
 st.write("hello")
 '''
+#: The floor a multipage app sets: ``st.navigation`` over the console's menu (the same titles,
+#: icons and addresses), each page one widget. Written by :func:`multipage_app`.
+MULTIPAGE_PAGE = '''import streamlit as st
+st.title({title!r})
+st.text_input("Entity contains", key="x")
+'''
+MULTIPAGE_APP = '''import streamlit as st
+st.set_page_config(page_title="Quota console", layout="wide")
+pages = [st.Page("start.py", title="Quota console", url_path="start", default=True,
+                 visibility="hidden")] + [
+    st.Page(f"{{name}}.py", title=title, icon=icon, url_path=name)
+    for name, title, icon in {menu!r}]
+st.navigation(pages, position="sidebar").run()
+'''
+#: Script-run counter: every time the app enters the "running" state (set before the page's
+#: own scripts run, so the first run of a load counts too).
+COUNT_RUNS = """(() => { window.__runs = 0; const seen = new WeakSet();
+  const hook = () => { const app = document.querySelector('[data-test-script-state]');
+    if (!app || seen.has(app)) return; seen.add(app);
+    if (app.getAttribute('data-test-script-state') === 'running') window.__runs++;
+    new MutationObserver(() => { if (app.getAttribute('data-test-script-state') === 'running')
+      window.__runs++; }).observe(app, {attributes: true,
+        attributeFilter: ['data-test-script-state']}); };
+  new MutationObserver(hook).observe(document, {childList: true, subtree: true}); })()"""
+
+
+#: ui.nav.app_pages' menu with editing on: (address, title, icon).
+MENU = [("throttled", "Throttled now", ":material/speed:"),
+        ("resolve", "Resolve & explain", ":material/troubleshoot:"),
+        ("browse", "Browse quotas", ":material/table_view:"),
+        ("history", "History", ":material/monitoring:"),
+        ("health", "Quota health", ":material/health_and_safety:"),
+        ("edit", "Edit quotas", ":material/edit:"),
+        ("plan", "Plan from a file", ":material/difference:"),
+        ("audit", "Audit log", ":material/history:")]
+
+
+def multipage_app(folder: Path) -> Path:
+    """The multipage floor in ``folder``: the console's menu (:data:`MENU`), every page a
+    title and one text box. Returns its entry script."""
+    for name, title, _ in MENU + [("start", "Quota console", "")]:
+        (folder / f"{name}.py").write_text(MULTIPAGE_PAGE.format(title=title))
+    app = folder / "multipage.py"
+    app.write_text(MULTIPAGE_APP.format(menu=MENU))
+    return app
+
+
 #: The demo's questions (localkafka.demo): clients of the demo load, and Browse searches.
 DEMO_USER = "alice"
 DEMO_CLIENTS = ("batch-export", "checkout-api", "app-a", "reports", "ingest")
@@ -167,6 +217,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--json", action="store_true",
+                        help='also one JSON line: {"load_ratio_bare", "load_ratio_multipage", '
+                             '"resolve_rerun_ms", "browse_rerun_ms"}')
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--demo", action="store_true",
                        help="on the 3-broker demo with live metrics (as make run)")
@@ -202,6 +255,8 @@ def main() -> int:
     try:
         bare_proc, bare_url = serve(bare, env, tmp)
         servers.append(bare_proc)
+        multi_proc, multi_url = serve(multipage_app(tmp), env, tmp)
+        servers.append(multi_proc)
         if args.demo:
             demo = start_demo(tmp, env)
             app_url = demo[1]
@@ -215,12 +270,22 @@ def main() -> int:
             browser = p.chromium.launch(executable_path=CHROMIUM,
                                         args=["--headless", "--no-sandbox", "--disable-gpu"])
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.add_init_script(COUNT_RUNS)
             # Warm both servers (first describe of the big set, imports) before timing.
             timed_load(page, bare_url, "input")
             timed_load(page, resolve_url, ".qc-ladder")
             if live:
                 charts = wait_for_live(page)
-            floor = [timed_load(page, bare_url, "input") for _ in range(args.runs)]
+            timed_load(page, f"{multi_url}/audit", "h1")
+            timed_load(page, f"{app_url}/audit", "h1")
+            floor, multi, audit, runs = [], [], [], {}
+            for _ in range(args.runs):  # alternating: the three loads see the same load
+                multi.append(timed_load(page, f"{multi_url}/audit", "h1"))
+                runs["multipage"] = page.evaluate("window.__runs")
+                audit.append(timed_load(page, f"{app_url}/audit", "h1"))
+                runs["audit"] = page.evaluate("window.__runs")
+                floor.append(timed_load(page, bare_url, "input"))
+                runs["bare"] = page.evaluate("window.__runs")
             bare_box = page.get_by_label("Client id", exact=True)
             bare_rerun = [timed_rerun(page, lambda i=i: (bare_box.fill(f"b{i}"),
                                                          bare_box.press("Enter")),
@@ -247,14 +312,27 @@ def main() -> int:
     if live:
         print("  live metrics: " + ("refreshing (the Resolve live panel drew its charts)"
                                     if charts else "NO live chart appeared within 60 s"))
-    print(f"  bare Streamlit page load (floor):      {med(floor):7.0f} ms")
+    print(f"  bare Streamlit page load (floor):      {med(floor):7.0f} ms   "
+          f"({runs['bare']} script run(s) on load)")
+    print(f"  bare multipage app, same menu (/audit): {med(multi):7.0f} ms   "
+          f"({runs['multipage']} script run(s) on load)")
+    print(f"  console Audit page load (fixed cost):   {med(audit):7.0f} ms   "
+          f"ratio {med(audit) / med(floor):.2f}x bare, {med(audit) / med(multi):.2f}x multipage "
+          f"(target <= 1.3x multipage; {runs['audit']} script run(s) on load)")
     print(f"  console page load (Resolve):            {med(full):7.0f} ms   "
-          f"ratio {med(full) / med(floor):.2f}x (target <= 1.3x)")
+          f"ratio {med(full) / med(floor):.2f}x bare, {med(full) / med(multi):.2f}x multipage")
     print(f"  Resolve rerun, new client id typed:     {med(resolve):7.0f} ms   (target < 300 ms)")
     print(f"  Browse rerun, filter changed:           {med(browse):7.0f} ms   (target < 300 ms)")
     print(f"  bare Streamlit rerun (for scale):       {med(bare_rerun):7.0f} ms")
     print("  load average (1, 5, 15 min): before " + ", ".join(f"{x:.2f}" for x in load_before)
           + "; after " + ", ".join(f"{x:.2f}" for x in load_after) + f" ({os.cpu_count()} cores)")
+    if args.json:
+        import json
+
+        print(json.dumps({"load_ratio_bare": round(med(audit) / med(floor), 3),
+                          "load_ratio_multipage": round(med(audit) / med(multi), 3),
+                          "resolve_rerun_ms": round(med(resolve)),
+                          "browse_rerun_ms": round(med(browse))}))
     return 0
 
 

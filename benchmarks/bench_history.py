@@ -19,10 +19,22 @@ rollups once with the real job (``python -m pipeline.analyze``, timed, not compa
 
 Targets (issue 19): first paint within 1.5x the bare page; a range or bucket answers in
 under 1 s. Every server it starts, it stops.
+
+    .venv/bin/python benchmarks/bench_history.py --month [--json] [--keep DIR]
+
+A month at real scale (issue 31): the rollups of 30 days x 10 brokers x 10,000 buckets (72
+million hourly rows, what a scrape a minute gives) written directly by
+``benchmarks/month_rollups.py`` (the raw-to-rollups path is bench_pipeline's), then in
+Chromium the bare page and History: first paint (warm: after a first open), a range change
+(the slider's start moved an hour: the hours of the first day read alone, the other days'
+summaries merged), a bucket drill-down, and the page process's memory (resident now, and its
+peak). Targets: first paint < 2 s, an answer < 1 s, the process < 1 GiB. ``--json`` prints
+``{"first_paint_ms", "bare_ms", "range_ms", "bucket_ms", "rss_mib"}`` on one line.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -181,11 +193,61 @@ def browser(history: Path, base: Path, entries: int, runs: int) -> dict[str, lis
                 got["bucket"].append(timed(lambda i=i: options.nth((i + 1) % options.count())
                                            .click()))
             chromium.close()
+        got["rss"] = _memory(app_proc.pid)
     finally:
         for proc in servers:
             stop_process_group(proc)
         shutil.rmtree(tmp, ignore_errors=True)
     return got
+
+
+def _memory(pid: int) -> tuple[float, float]:
+    """The process's resident memory now and its peak, MiB (/proc/PID/status)."""
+    fields = dict(line.split(":", 1) for line in
+                  Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return tuple(int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM"))
+
+
+def month(a) -> int:
+    from month_rollups import write_month
+
+    base = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="bench-month-"))
+    history = base / "history"
+    try:
+        if not (history / "rollups" / "_state.json").exists():
+            log("writing a month of rollups: 30 days x 10 brokers x 10,000 buckets")
+            started = time.perf_counter()
+            info = write_month(history / "rollups", log=log)
+            log(f"  {info['rows']:,} rows, {info['bytes'] / 2**20:,.0f} MiB, "
+                f"{time.perf_counter() - started:.0f} s")
+        (history / "usage").mkdir(parents=True, exist_ok=True)
+        load_before = os.getloadavg()
+        web = browser(history, base, a.entries, a.runs)
+        load_after = os.getloadavg()
+    finally:
+        if not a.keep:
+            shutil.rmtree(base, ignore_errors=True)
+    med = statistics.median
+    figures = {"first_paint_ms": round(med(web["paint"])), "bare_ms": round(med(web["floor"])),
+               "range_ms": round(med(web["range"])), "bucket_ms": round(med(web["bucket"])),
+               "rss_mib": round(web["rss"][0])}
+    print(f"\n== History on a month: 30 days x 10 brokers x 10,000 buckets (72,000,000 hourly "
+          f"rows); median of {a.runs}; load average before "
+          + "/".join(f"{x:.1f}" for x in load_before) + ", after "
+          + "/".join(f"{x:.1f}" for x in load_after) + f" ({os.cpu_count()} cores)")
+    print(f"  bare Streamlit page load (floor):       {figures['bare_ms']:7d} ms")
+    print(f"  History first paint (warm):             {figures['first_paint_ms']:7d} ms   "
+          f"(target < 2000 ms)")
+    print(f"  first open after start (not cached):    {web['cold'][0]:7.0f} ms paint")
+    print(f"  range changed (start moved an hour):    {figures['range_ms']:7d} ms   "
+          f"(target < {ANSWER_TARGET_MS} ms)")
+    print(f"  bucket drill-down:                      {figures['bucket_ms']:7d} ms   "
+          f"(target < {ANSWER_TARGET_MS} ms)")
+    print(f"  page process memory: {web['rss'][0]:,.0f} MiB resident, {web['rss'][1]:,.0f} MiB "
+          f"peak (target < 1024 MiB)")
+    if a.json:
+        print(json.dumps(figures))
+    return 0
 
 
 def main() -> int:
@@ -197,7 +259,13 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--seed", type=int, default=19)
     p.add_argument("--keep", help="generate into this directory and keep it (reused)")
+    p.add_argument("--month", action="store_true",
+                   help="a month at real scale, written directly (30 days, 10 brokers, "
+                        "10,000 buckets)")
+    p.add_argument("--json", action="store_true", help="with --month: one JSON line")
     a = p.parse_args()
+    if a.month:
+        return month(a)
     base = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="bench-history-data-"))
     base.mkdir(parents=True, exist_ok=True)
     try:

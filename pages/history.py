@@ -137,9 +137,10 @@ if not heat.empty:
                                y=[chart_text(name) for name in heat.index],
                                colorscale="Reds", colorbar=dict(title="min over quota"),
                                hovertemplate="%{y}<br>%{x}: %{z:.0f} min<extra></extra>"))
-    fig.update_layout(title="Throttled minutes by hour and client (per broker where a client "
-                            "was throttled on some brokers only)", height=120 + 24 * len(heat),
-                      xaxis_title="hour (UTC)", yaxis_title="client",
+    fig.update_layout(title=f"Throttled minutes by {t['heat_by']} and client (per broker where "
+                            "a client was throttled on some brokers only)",
+                      height=120 + 24 * len(heat), xaxis_title=f"{t['heat_by']} (UTC)",
+                      yaxis_title="client",
                       margin=dict(l=10, r=10, t=50, b=10))
     st.plotly_chart(fig, key="hi_heatmap")
 
@@ -153,16 +154,22 @@ if choices:
     u, c, k = (None if pd.isna(x) else x for x in pick)
     sel = bucket_hours(str(where.rollups), updated_at, first, last, (u, c, k))
     fig = go.Figure()
+    per = "daily" if t["heat_by"] == "day" else "hourly"  # a long range: a point a day
     for broker, part in sel.groupby("broker", sort=False):
         fig.add_scatter(x=part["ts"], y=part["max_rate"], mode="lines+markers",
-                        name=f"{broker_name(str(broker))}: hourly max", line=dict(shape="hv"))
-        fig.add_scatter(x=part["ts"], y=part["p99_rate"], mode="lines",
-                        name=f"{broker_name(str(broker))}: hourly p99",
-                        line=dict(shape="hv", dash="dot"))
+                        name=f"{broker_name(str(broker))}: {per} max", line=dict(shape="hv"))
+        if per == "hourly":
+            fig.add_scatter(x=part["ts"], y=part["p99_rate"], mode="lines",
+                            name=f"{broker_name(str(broker))}: hourly p99",
+                            line=dict(shape="hv", dash="dot"))
+    if per == "daily":  # a day's sketch is merged over the brokers
+        p99 = sel.drop_duplicates("ts")
+        fig.add_scatter(x=p99["ts"], y=p99["p99_rate"], mode="lines", name="daily p99 "
+                        "(all brokers)", line=dict(shape="hv", dash="dot", color="#5f6368"))
     quota = sel.sort_values("ts").drop_duplicates("ts", keep="last")
     fig.add_scatter(x=quota["ts"], y=quota["quota"], mode="lines", name="quota",
                     line=dict(dash="dash", shape="hv", color="#202124"))
-    fig.update_layout(height=340, xaxis_title="hour (UTC)",
+    fig.update_layout(height=340, xaxis_title=f"{t['heat_by']} (UTC)",
                       yaxis=dict(title=f"{k} per broker", rangemode="tozero"),
                       margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.3))
     st.plotly_chart(fig, key="hi_bucket_chart")
@@ -173,10 +180,12 @@ if choices:
                  icon=":material/troubleshoot:", query_params=query)
 
 # -- sizing -----------------------------------------------------------------------------------------
-with st.expander("Sizing: the smallest quota that would have kept p99 of each entry's clients "
-                 "under it"):
-    st.caption("now: the quota the cluster holds now; suggested: rounded up to three "
-               "significant digits.")
+# computed when opened: it merges a sketch per bucket and day (or hour), the page's costliest
+sizing_box = st.expander("Sizing: the smallest quota that would have kept p99 of each entry's "
+                         "clients under it", key="hi_sizing", on_change="rerun")
+if sizing_box.open:
+    sizing_box.caption("now: the quota the cluster holds now; suggested: rounded up to three "
+                       "significant digits.")
     sizing = range_sizing(str(where.rollups), updated_at, first, last)
-    st.dataframe(sizing_rows(sizing, ctx.snapshot.quotas if ctx.connected else None),
-                 hide_index=True)
+    sizing_box.dataframe(sizing_rows(sizing, ctx.snapshot.quotas if ctx.connected else None),
+                         hide_index=True)

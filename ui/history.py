@@ -22,7 +22,7 @@ import streamlit as st
 from ui.settings import REPO_ROOT, Places, analysis_dir, history_dir
 
 __all__ = ["Places", "places", "shares_console_history", "WHAT_IF_COLUMNS", "windows", "start_job", "job_holder", "job_running", "job_log",
-           "suggested_value", "sizing_rows", "rollup_state", "rollup_rows", "range_tables", "range_sizing",
+           "suggested_value", "sizing_rows", "rollup_state", "range_tables", "range_sizing",
            "bucket_hours"]
 
 
@@ -61,54 +61,268 @@ def rollup_state(p: Places) -> dict:
     return load_state(p.rollups)
 
 
-@st.cache_resource(show_spinner="Reading the rollups…", max_entries=2)
-def rollup_rows(rollups: str, updated_at: str):
-    """Every rollup row (a row per hour, broker, bucket, key and level), read once per update
-    and shared, not copied, by every rerun and session: the sketches make it the one large
-    frame here. Callers never modify it."""
-    from quota_core.telemetry.rollup_files import read_rollups
+def _concat(tables):
+    import pyarrow as pa
 
-    return read_rollups(rollups)
+    tables = [t for t in tables if t is not None and t.num_rows]
+    return pa.concat_tables(tables, promote_options="permissive") if tables else None
 
 
-@st.cache_resource(show_spinner="Reading the daily sketches…", max_entries=2)
-def daily_rows(rollups: str, updated_at: str):
-    """Every day's merged rate sketches (``<rollups>/daily``), read once per update."""
-    from quota_core.telemetry.rollup_files import load_state, read_daily
+def _hours_part(rollups: str, hours: list[str]):
+    """The summary (quota_core.analysis.history_rollups.summarize) and the throttled rows of ``hours``,
+    read once with the columns they need (no sketches)."""
+    import pyarrow.compute as pc
 
-    days = sorted({h[:10] for h in load_state(rollups)["hours"]})
-    return read_daily(rollups, days)
+    from quota_core.analysis import HEAT_COLUMNS, SUMMARY_COLUMNS, summarize
+    from quota_core.telemetry.rollup_files import read_parts
+
+    summary, hot = None, []
+    for at in range(0, len(hours), _HOURS_AT_ONCE):  # a few hours in memory at a time
+        rows = read_parts(rollups, hours[at:at + _HOURS_AT_ONCE], ["hour"] + SUMMARY_COLUMNS)
+        if rows is None:
+            continue
+        hot.append(rows.filter(pc.greater(rows["throttled_s"], 0)).select(HEAT_COLUMNS))
+        summary = summarize(_concat([summary, rows]))
+    return summary, _concat(hot)
 
 
-def _in_range(rollups: str, updated_at: str, first: str, last: str):
-    roll = rollup_rows(rollups, updated_at)
-    return roll[(roll["hour"] >= first) & (roll["hour"] <= last)]
+#: Hours read at once: a day of a month at real scale is 2.4 million rows.
+_HOURS_AT_ONCE = 6
+
+
+@st.cache_resource(show_spinner="Summing a day of rollups…", max_entries=62)
+def _day_part(rollups: str, day: str, stamp: tuple):
+    """:func:`_hours_part` of a whole day, kept per day and its hours' update times
+    (``stamp``): a range of days merges these, a row per broker and bucket each; a day a job
+    redid is read again, the others are not. Shared, never modified."""
+    summary, hot = _hours_part(rollups, [h for h, _ in stamp])
+    if summary is not None:  # each name once: a month of days in a few hundred MiB
+        summary = _encoded(summary)
+    _give_back()
+    return summary, hot
+
+
+_TEXT = ("broker", "user", "client_id", "key", "source")
+
+
+def _encoded(table):
+    import pyarrow.compute as pc
+
+    for name in _TEXT:
+        table = table.set_column(table.schema.get_field_index(name), name,
+                                 pc.dictionary_encode(table[name]))
+    return table
+
+
+def _decoded(table):
+    import pyarrow as pa
+
+    for name in _TEXT:
+        table = table.set_column(table.schema.get_field_index(name), name,
+                                 table[name].cast(pa.string()))
+    return table
+
+
+def _give_back() -> None:
+    """Hand the memory a day's read used back to the system: an allocator keeps freed pages
+    for reuse, which at a month's size would double the process's memory (pyarrow's own pool,
+    and glibc's arenas, one per thread that ran a script)."""
+    import ctypes
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: its allocator keeps what it keeps
+        pass
+
+
+@st.cache_resource(max_entries=2)
+def _days_part(rollups: str, stamps: tuple):
+    """The days of ``stamps`` (a (day, its stamp) each) merged: a range moved within its end
+    days merges the same whole days, kept here, and reads only the hours at its ends."""
+    from quota_core.analysis import summarize
+
+    parts = [_day_part(rollups, day, stamp) for day, stamp in stamps]
+    summary = _concat([s for s, _ in parts])
+    return (_decoded(summarize(summary.unify_dictionaries())) if summary is not None
+            else None, _concat([t for _, t in parts]))
+
+
+@st.cache_resource(max_entries=8)  # both ends of a range
+def _block_part(rollups: str, stamp: tuple):
+    """:func:`_hours_part` of a block of :data:`_HOURS_AT_ONCE` hours of a day at a range's
+    end (a (hour, update time) each): a range moved an hour at a time reads one block's hours
+    again, not the day's."""
+    summary, hot = _hours_part(rollups, [h for h, _ in stamp])
+    _give_back()
+    return summary, hot
+
+
+def _edge_parts(rollups: str, hours: list[str], stamps: dict[str, float]) -> list:
+    """The parts of the hours of a range's end days: each whole block of hours (cached), the
+    others read alone."""
+    blocks: dict[tuple[str, int], list[str]] = {}
+    for hour in stamps:
+        blocks.setdefault((hour[:10], int(hour[11:13]) // _HOURS_AT_ONCE), []).append(hour)
+    wanted, alone = set(hours), []
+    parts = []
+    for key in sorted({(h[:10], int(h[11:13]) // _HOURS_AT_ONCE) for h in hours}):
+        block = sorted(blocks[key])
+        if wanted.issuperset(block):
+            parts.append(_block_part(rollups, tuple((h, stamps[h]) for h in block)))
+        else:
+            alone += [h for h in block if h in wanted]
+    if alone:
+        parts.append(_hours_part(rollups, alone))
+    return parts
+
+
+def _stamps(rollups: str) -> dict[str, float]:
+    from quota_core.telemetry.rollup_files import hour_stamps
+
+    return hour_stamps(rollups)
+
+
+#: The longest range whose heatmap has a column an hour; a longer one has a column a day.
+HEAT_HOURS = 48
 
 
 @st.cache_data(show_spinner="Summing the hours…", max_entries=16)
 def range_tables(rollups: str, updated_at: str, first: str, last: str) -> dict:
-    """History's tables for the hours ``first`` to ``last`` (``hour`` keys, both included)."""
-    from quota_core.analysis import as_samples, clients, entries, throttle_heatmap
+    """History's tables for the hours ``first`` to ``last`` (``hour`` keys, both included):
+    each whole day's summary (cached per day), the hours of the days at the ends read alone,
+    merged per broker and bucket (quota_core.analysis.history_rollups.summarize)."""
+    import pandas as pd
 
-    part = _in_range(rollups, updated_at, first, last)
+    from quota_core.analysis import (HEAT_COLUMNS, SUMMARY_COLUMNS, as_samples, clients,
+                                     entries, split_range, summarize, throttle_heatmap)
+
+    stamps = _stamps(rollups)
+    days, hours = split_range(stamps, first, last)
+    parts = [_days_part(rollups, tuple((d, tuple(sorted((h, m) for h, m in stamps.items()
+                                                        if h[:10] == d))) for d in days))]
+    parts += _edge_parts(rollups, hours, stamps)
+    summary = _concat([s for s, _ in parts])
+    heat = _concat([t for _, t in parts])
+    part = (summarize(summary).to_pandas() if summary is not None
+            else pd.DataFrame(columns=SUMMARY_COLUMNS))
+    by_day = len(hours) + 24 * len(days) > HEAT_HOURS
+    hot = (_heat_rows(heat, by_day) if heat is not None
+           else pd.DataFrame(columns=HEAT_COLUMNS))
+    del summary, heat
+    _give_back()
     return {"by_client": clients(part), "by_entry": entries(part),
-            "heat": throttle_heatmap(as_samples(part[part["throttled_s"] > 0]))}
+            "heat": throttle_heatmap(as_samples(hot)), "heat_by": "day" if by_day else "hour"}
+
+
+def _heat_rows(heat, by_day: bool):
+    """The throttled rows summed per hour (``by_day``: per day, a column a day, what a chart
+    of a long range can show and Plotly carry), broker and bucket, in pyarrow: the heatmap
+    sums them so anyway, and its labels are built per row (names as plain objects)."""
+    import pyarrow.compute as pc
+
+    if by_day:
+        day = pc.utf8_slice_codeunits(heat["hour"], 0, 10)
+        heat = heat.set_column(heat.schema.get_field_index("hour"), "hour",
+                               pc.binary_join_element_wise(day, "T00", ""))
+    keys = ["hour", "broker", "user", "client_id", "key"]
+    summed = heat.group_by(keys, use_threads=False).aggregate([("throttled_s", "sum")])
+    out = summed.rename_columns([c if c != "throttled_s_sum" else "throttled_s"
+                                 for c in summed.column_names]).to_pandas()
+    return out.astype({c: object for c in keys})
+
+
+#: What sizing reads of a row (quota_core.analysis.history_rollups.sizing).
+_SIZING = ["source", "level", "key", "user", "client_id", "rates", "q_last", "t_last"]
 
 
 @st.cache_data(show_spinner="Sizing from the rate sketches…", max_entries=16)
 def range_sizing(rollups: str, updated_at: str, first: str, last: str):
-    from quota_core.analysis import sizing, sketch_rows
+    """Sizing for the hours ``first`` to ``last``: the day's merged sketches
+    (``<rollups>/daily``) for each whole day, the hourly ones for the other hours, of the
+    rows an entry bound only (the sketches sizing merges)."""
+    import pandas as pd
+    import pyarrow.dataset as ds
 
-    return sizing(sketch_rows(rollup_rows(rollups, updated_at),
-                          daily_rows(rollups, updated_at), first, last))
+    from quota_core.analysis import sizing, split_range
+    from quota_core.telemetry.rollup_files import read_parts
+
+    stamps = _stamps(rollups)
+    held = [d for d in {h[:10] for h in stamps}
+            if (Path(rollups) / "daily" / f"day={d}").is_dir()]
+    days, hours = split_range(stamps, first, last, held)
+    bound = ds.field("level") > 0
+    rows = _concat([read_parts(rollups, days, _SIZING, bound, daily=True) if days else None,
+                    read_parts(rollups, hours, _SIZING, bound) if hours else None])
+    return sizing(rows.to_pandas() if rows is not None else pd.DataFrame(columns=_SIZING))
+
+
+def _match(column: str, value):
+    import pyarrow.dataset as ds
+
+    return ds.field(column).is_null() if value is None else ds.field(column) == value
+
+
+def _bucket_rows(rollups: str, values: list[str], columns: list[str], bucket, daily=False):
+    from quota_core.telemetry.rollup_files import read_parts
+
+    user, client_id, key = bucket
+    rows = read_parts(rollups, values, columns, _match("user", user)
+                      & _match("client_id", client_id) & _match("key", key), daily=daily) \
+        if values else None
+    if rows is None:
+        import pandas as pd
+
+        return pd.DataFrame(columns=columns)
+    return rows.to_pandas()
 
 
 @st.cache_data(max_entries=32)
 def bucket_hours(rollups: str, updated_at: str, first: str, last: str,
                  bucket: tuple[str | None, str | None, str]):
-    from quota_core.analysis import bucket_hours
+    """One bucket in range: per hour and broker for a range of up to :data:`HEAT_HOURS` hours
+    (its rows alone read: a filter applied while reading); per day and broker for a longer one
+    (quota_core.analysis.history_rollups.bucket_days: the day's largest rate from the days' summaries,
+    its p99 from the day's merged sketch, the hours at the ends from their own rows)."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    return bucket_hours(_in_range(rollups, updated_at, first, last), *bucket)
+    from quota_core.analysis import bucket_days, split_range
+    from quota_core.analysis import bucket_hours as rollup_bucket_hours
+
+    stamps = _stamps(rollups)
+    hours = [h for h in sorted(stamps) if first <= h <= last]
+    columns = ["hour", "broker", "user", "client_id", "key", "max_rate", "rates", "q_last",
+               "t_last", "throttled_s"]
+    if len(hours) <= HEAT_HOURS:
+        return rollup_bucket_hours(_bucket_rows(rollups, hours, columns, bucket), *bucket)
+    held = [d for d in {h[:10] for h in stamps}
+            if (Path(rollups) / "daily" / f"day={d}").is_dir()]
+    days, edge = split_range(stamps, first, last, held)
+    user, client_id, key = bucket
+    summaries = []
+    for day in days:
+        summary, _ = _day_part(rollups, day, tuple(sorted(
+            (h, m) for h, m in stamps.items() if h[:10] == day)))
+        if summary is None:
+            continue
+        summary = summary.select(["user", "client_id", "key", "broker", "max_rate",
+                                  "throttled_s"])
+        mine = summary.filter(pc.and_(pc.equal(summary["key"], key), pc.and_(
+            pc.is_null(summary["user"]) if user is None else pc.equal(summary["user"], user),
+            pc.is_null(summary["client_id"]) if client_id is None
+            else pc.equal(summary["client_id"], client_id))))
+        summaries.append(mine.cast(pa.schema(  # the bucket's rows: names as text
+            [(f.name, pa.string() if f.name in _TEXT else f.type) for f in mine.schema]))
+            .to_pandas().assign(day=day))
+    hourly = _bucket_rows(rollups, edge, columns, bucket)
+    summaries.append(hourly.assign(day=hourly["hour"].str[:10]))
+    daily = _bucket_rows(rollups, days, ["day", "rates", "q_last", "t_last"], bucket, daily=True)
+    sketches = pd.concat([daily, hourly.assign(day=hourly["hour"].str[:10])[
+        ["day", "rates", "q_last", "t_last"]]], ignore_index=True)
+    return bucket_days(pd.concat(summaries, ignore_index=True), sketches)
 
 
 #: What Edit's what-if needs of the per-sample table: six of its 15 columns (at millions of

@@ -9,7 +9,7 @@ these tables equal to the Spark job's over the same rollups.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from quota_core.analysis import rate_sketch
 from quota_core.analysis.quota_sizing import suggest_quota
@@ -17,11 +17,20 @@ from quota_core.analysis.quota_sizing import suggest_quota
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["BUCKET", "ENTRY", "hours_of", "hour_label", "freshness", "clients", "entries",
-           "sizing", "sketch_rows", "as_samples", "bucket_hours"]
+__all__ = ["BUCKET", "ENTRY", "SUMMARY", "SUMMARY_COLUMNS", "HEAT_COLUMNS", "hours_of",
+           "hour_label", "freshness", "clients", "entries", "sizing", "sketch_rows", "split_range",
+           "summarize", "as_samples", "bucket_hours", "bucket_days"]
 
 BUCKET = ["user", "client_id", "key"]
 ENTRY = ["source", "level", "key"]
+#: What :func:`clients` and :func:`entries` read of a row, and how rows of one (broker, bucket,
+#: level, source) merge: a summary of summaries is the summary of their rows (sums and maxima).
+SUMMARY = ["broker"] + BUCKET + ["level", "source"]
+_MERGE = (("throttled_s", "sum"), ("broker_throttled_s", "sum"), ("max_utilisation", "max"),
+          ("samples", "sum"), ("max_rate", "max"))
+SUMMARY_COLUMNS = SUMMARY + [name for name, _ in _MERGE]
+#: What the heatmap reads of the rows that throttled (:func:`as_samples`).
+HEAT_COLUMNS = ["hour", "broker", "user", "client_id", "key", "throttled_s"]
 
 
 def hours_of(roll: "pd.DataFrame") -> "pd.Series":
@@ -125,6 +134,36 @@ def sizing(roll: "pd.DataFrame") -> "pd.DataFrame":
     return out[columns]
 
 
+def summarize(table):
+    """Rows (a pyarrow Table of rollup rows or of summaries, :data:`SUMMARY_COLUMNS` at least)
+    merged per :data:`SUMMARY`: what :func:`clients` and :func:`entries` give the same answers
+    from as from the rows themselves, without the sketches, at a row per broker and bucket
+    however many hours they cover (pyarrow's group-by: no Python per row)."""
+    import pyarrow as pa
+
+    if table.num_rows == 0:
+        return table.select(SUMMARY_COLUMNS)
+    out = table.select(SUMMARY_COLUMNS).group_by(SUMMARY, use_threads=False).aggregate(
+        list(_MERGE))
+    return pa.table({**{k: out[k] for k in SUMMARY},
+                     **{name: out[f"{name}_{how}"] for name, how in _MERGE}})
+
+
+def split_range(kept: "Iterable[str]", first: str, last: str,
+                held: "Iterable[str] | None" = None) -> tuple[list[str], list[str]]:
+    """The hours ``first`` to ``last`` of the ``kept`` hour keys as (whole days, other hours):
+    a day is whole when the range holds every kept hour of it (and, given ``held``, the days
+    that have a merged row, when ``held`` has it); the other hours are those in range of the
+    days that are not whole. Both sorted."""
+    kept = sorted(kept)
+    inside = [h for h in kept if first <= h <= last]
+    outside = {h[:10] for h in kept if not first <= h <= last}
+    whole = {h[:10] for h in inside} - outside
+    if held is not None:
+        whole &= set(held)
+    return sorted(whole), [h for h in inside if h[:10] not in whole]
+
+
 def sketch_rows(hourly: "pd.DataFrame", daily: "pd.DataFrame", first: str,
                 last: str) -> "pd.DataFrame":
     """The rows whose sketches :func:`sizing` merges for the hours ``first`` to ``last``: a
@@ -134,14 +173,12 @@ def sketch_rows(hourly: "pd.DataFrame", daily: "pd.DataFrame", first: str,
     import pandas as pd
 
     mine = hourly[(hourly["hour"] >= first) & (hourly["hour"] <= last)]
-    kept = set(hourly["hour"].unique())  # a few hundred hour keys: sets, not rows
-    outside = {h[:10] for h in kept if not first <= h <= last}
     held = set(daily["day"].unique()) if len(daily) else set()
-    whole = ({h[:10] for h in kept if first <= h <= last} - outside) & held
+    # a few hundred hour keys: sets, not rows
+    whole, hours = split_range(set(hourly["hour"].unique()), first, last, held)
     if not whole:
         return mine
-    in_whole = [h for h in kept if h[:10] in whole]
-    return pd.concat([daily[daily["day"].isin(whole)], mine[~mine["hour"].isin(in_whole)]],
+    return pd.concat([daily[daily["day"].isin(whole)], mine[mine["hour"].isin(hours)]],
                      ignore_index=True)
 
 
@@ -179,4 +216,26 @@ def bucket_hours(roll: "pd.DataFrame", user: str | None, client_id: str | None,
     out = pd.DataFrame(rows, columns=["ts", "broker", "max_rate", "p99_rate", "quota",
                                       "throttled_s"])
     out["ts"] = pd.to_datetime(out["ts"], format="%Y-%m-%dT%H")
+    return out
+
+
+def bucket_days(summary: "pd.DataFrame", sketches: "pd.DataFrame") -> "pd.DataFrame":
+    """One bucket per day and broker, for a range too long for a point an hour: ts (the day),
+    broker, max_rate (the day's largest, :func:`summarize` rows of the bucket with their
+    ``day``), p99_rate (of the day's sketches merged over brokers: ``sketches``, its rows with
+    their ``day``, the day's merged row or the hours in range), quota (in force at the day's
+    last sample), throttled_s."""
+    import pandas as pd
+
+    p99, quota = {}, {}
+    for day, part in sketches.groupby("day", sort=True):
+        p99[day] = rate_sketch.percentile(rate_sketch.merged(part["rates"]), 0.99)
+        quota[day] = part.loc[part["t_last"].idxmax(), "q_last"]
+    per = (summary.groupby(["day", "broker"], sort=True)
+           .agg(max_rate=("max_rate", "max"), throttled_s=("throttled_s", "sum")).reset_index())
+    out = pd.DataFrame({"ts": pd.to_datetime(per["day"], format="%Y-%m-%d"),
+                        "broker": per["broker"], "max_rate": per["max_rate"],
+                        "p99_rate": [p99.get(d, math.nan) for d in per["day"]],
+                        "quota": [quota.get(d, math.nan) for d in per["day"]],
+                        "throttled_s": per["throttled_s"]})
     return out

@@ -27,7 +27,7 @@ from typing import Any
 
 __all__ = ["HOURLY", "DAILY", "LEVELS", "STATE", "VERSIONS", "CHECKPOINTS", "hour_key", "load_state",
            "save_state", "read_rollups", "read_daily", "hour_files", "add_hour_files",
-           "recorded_files"]
+           "recorded_files", "hour_stamps", "read_parts"]
 
 HOURLY = "hourly"
 DAILY = "daily"
@@ -70,6 +70,45 @@ def _read(where: Path, part: str, columns: list[str] | None, cond_of):
     dataset = ds.dataset(str(where), format="parquet", partitioning=ds.partitioning(
         pa.schema([(part, pa.string())]), flavor="hive"))
     return dataset.to_table(columns=columns, filter=cond_of(ds.field(part))).to_pandas()
+
+
+def hour_stamps(rollups: str | Path) -> dict[str, float]:
+    """Each hour on disk (``hour`` key) and when its folder last changed (a job that redoes an
+    hour replaces its files): what a reader caches an hour's or a day's answers by."""
+    try:
+        found = os.scandir(Path(rollups) / HOURLY)
+    except FileNotFoundError:
+        return {}
+    with found:
+        return {e.name[5:]: e.stat().st_mtime for e in found
+                if e.name.startswith("hour=") and e.is_dir()}
+
+
+def read_parts(rollups: str | Path, values: list[str], columns: list[str],
+               cond=None, daily: bool = False):
+    """``columns`` of the rows of the hours (or, ``daily``, the days) ``values``, as a
+    pyarrow Table (the partition column, ``hour`` or ``day``, as text when asked for), only
+    the rows ``cond`` keeps: a pyarrow.dataset expression over the files' columns, applied
+    while reading (row-group statistics skip what it cannot keep). It opens the folders of
+    those partitions alone, not the listing of every hour. None when none of them is there."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    part = "day" if daily else "hour"
+    base = Path(rollups) / (DAILY if daily else HOURLY)
+    files = []
+    for value in values:
+        try:
+            with os.scandir(base / f"{part}={value}") as found:
+                files += sorted(e.path for e in found if e.name.endswith(".parquet"))
+        except FileNotFoundError:
+            continue
+    if not files:
+        return None
+    dataset = ds.dataset(files, format="parquet", partition_base_dir=str(base),
+                         partitioning=ds.partitioning(pa.schema([(part, pa.string())]),
+                                                      flavor="hive"))
+    return dataset.to_table(columns=columns, filter=cond)
 
 
 def hour_files(rollups: str | Path, hour: str) -> list[str] | None:

@@ -124,7 +124,9 @@ def test_sizing_table_is_rounded_in_mib_and_now_is_the_clusters(app_env):
     from quota_core.domain.entities import entity_from_json
     from quota_core.domain.units import format_quota
 
-    at = run_page("pages/history.py")
+    closed = run_page("pages/history.py")  # sizing merges sketches: only when opened
+    assert not [d for d in closed.dataframe if "suggested" in d.value.columns]
+    at = run_page("pages/history.py", hi_sizing=True)
     (table,) = [d.value for d in at.dataframe if "suggested" in d.value.columns]
     assert len(table)
     held = SandboxBackend(Path(__import__("os").environ["QUOTA_SANDBOX"])).describe()
