@@ -195,8 +195,8 @@ def range_tables(rollups: str, updated_at: str, first: str, last: str) -> dict:
     merged per broker and bucket (quota_core.analysis.history_rollups.summarize)."""
     import pandas as pd
 
-    from quota_core.analysis import (HEAT_COLUMNS, SUMMARY_COLUMNS, as_samples, clients,
-                                     entries, split_range, summarize, throttle_heatmap)
+    from quota_core.analysis import (HEAT_COLUMNS, SUMMARY_COLUMNS, as_samples, clients, entries,
+                                     split_range, summarize, throttle_heatmap)
 
     stamps = _stamps(rollups)
     days, hours = split_range(stamps, first, last)
@@ -289,8 +289,7 @@ def bucket_hours(rollups: str, updated_at: str, first: str, last: str,
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from quota_core.analysis import bucket_days, split_range
-    from quota_core.analysis import bucket_hours as rollup_bucket_hours
+    from quota_core.analysis import bucket_days, split_range, bucket_hours as rollup_bucket_hours
 
     stamps = _stamps(rollups)
     hours = [h for h in sorted(stamps) if first <= h <= last]

@@ -15,7 +15,7 @@ A name loads its submodule on first use, so the face costs nothing to import.
 """
 from __future__ import annotations
 
-import importlib
+from quota_core.domain.faces import lazy_face
 
 # --- face: generated block (regroup.py phase 4 adds the names pages, ui and
 # pipeline import; edit it by hand too: submodule -> the names it exports) ---
@@ -36,17 +36,4 @@ _FACE: dict[str, tuple[str, ...]] = {
 }
 # --- end of face ---
 
-__all__ = sorted(name for names in _FACE.values() for name in names)
-_HOME = {name: module for module, names in _FACE.items() for name in names}
-
-
-def __getattr__(name: str):
-    # Loaded on first use: importing one submodule (as the CLI does) loads no other. Not
-    # cached here: a test that patches the submodule's name patches the face's too.
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__all__, __getattr__, __dir__ = lazy_face(__name__, _FACE)
