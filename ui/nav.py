@@ -42,5 +42,7 @@ def app_pages(policy: AccessPolicy) -> list:
         pages.append(st.Page("pages/edit.py", title="Edit quotas", icon=":material/edit:"))
         pages.append(st.Page("pages/plan.py", title="Plan from a file",
                              icon=":material/difference:"))
+        pages.append(st.Page("pages/telemetry.py", title="Client telemetry",
+                             icon=":material/sensors:", url_path="telemetry"))
     pages.append(st.Page("pages/audit.py", title="Audit log", icon=":material/history:"))
     return pages

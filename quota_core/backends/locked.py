@@ -44,6 +44,13 @@ class LockedBackend(QuotaBackend):
         with self._lock, self.inner.write_lease(holder, wait_s, **longer) as lease:
             yield lease
 
+    @contextlib.contextmanager
+    def held(self):
+        """The wrapped backend, this connection's lock held: for the requests the backend
+        interface has no method for (e.g. client-metrics subscriptions)."""
+        with self._lock:
+            yield self.inner
+
     def identity(self) -> str | None:
         with self._lock:
             return self.inner.identity()

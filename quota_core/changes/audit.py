@@ -37,7 +37,8 @@ from quota_core.errors import ConfigError
 __all__ = ["WRITER_STOPPED", "NOTHING_CHANGED", "UNKNOWN_STORE", "merge_records",
            "outcome_record", "AuditRecord", "AuditLog", "records_csv", "records_jsonl",
            "new_record", "default_audit_path", "state_audit_path", "os_user", "cluster_fields",
-           "store_fields", "same_store", "for_store", "store_text"]
+           "store_fields", "same_store", "for_store", "store_text", "config_record",
+           "config_outcome"]
 
 
 def state_audit_path(env: Mapping[str, str]) -> Path:
@@ -226,6 +227,28 @@ def new_record(*, actor: str, cluster: Mapping[str, object], alteration: Alterat
         extra=dict(extra or {}),
         phase=phase,
     )
+
+
+def config_record(*, actor: str, cluster: Mapping[str, object], subject: str, action: str,
+                  before: Mapping[str, str], after: Mapping[str, str], extra: Mapping,
+                  phase: str = "intent", now: datetime | None = None) -> AuditRecord:
+    """The intent of a change to something that is not a quota entity (a client-metrics
+    subscription): ``entity`` is empty, ``entity_text`` names the ``subject``, ``before`` /
+    ``after`` hold its configs as text. :func:`outcome_record` closes it as any intent."""
+    ts = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return AuditRecord(id=uuid.uuid4().hex,
+                       ts=ts.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                       actor=actor, cluster=dict(cluster), entity={}, entity_text=subject,
+                       action=action, ops=[], before=dict(before), after=dict(after),
+                       outcome="intent" if phase == "intent" else "applied",
+                       extra=dict(extra), phase=phase)
+
+
+def config_outcome(intent: AuditRecord, outcome: str, after: Mapping[str, str], *,
+                   note: str = "", now: datetime | None = None) -> AuditRecord:
+    """The line that closes a :func:`config_record` intent (``after``: configs as text)."""
+    done = outcome_record(intent, outcome, {}, note=note, now=now)
+    return replace(done, after=dict(after))
 
 
 def outcome_record(intent: AuditRecord, outcome: str, after: Mapping[str, float], *,

@@ -23,9 +23,8 @@ from typing import NoReturn, TextIO
 
 from quota_core.backends.open import add_backend_arguments, open_backend_from
 from quota_core.domain.client_metrics import (DEFAULT_SUBSCRIPTION, KAFKA_DEFAULT_INTERVAL_MS,
-                                              NOT_COLLECTED, Subscription, check_interval,
-                                              check_name, format_subscriptions, parse_match,
-                                              parse_metrics)
+                                              NOT_COLLECTED, Subscription, check_name,
+                                              format_subscriptions, subscription_from_input)
 from quota_core.errors import RequestRejected, UsageError
 from quota_core.cli.edge import one_line, run_command
 from quota_core.cli.exits import USAGE
@@ -88,34 +87,10 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     return run_command("telemetry", lambda: _run(args, out, err), err, one_line(PROG))
 
 
-def _interval(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise UsageError(f"--interval-ms {text!r}: give a whole number of milliseconds from "
-                         f"100 to 3,600,000 (1 hour).") from None
-    return check_interval(value)
-
-
 def subscription_from_args(args: argparse.Namespace) -> Subscription:
     """The subscription a ``subscribe`` command line asks for (checked: a usage error else)."""
-    interval = _interval(args.interval_ms)
-    match = parse_match(args.match)
-    if args.default:
-        base = DEFAULT_SUBSCRIPTION
-        return Subscription(check_name(args.name) if args.name is not None else base.name,
-                            parse_metrics(args.metrics) if args.metrics is not None
-                            else base.metrics, match or base.match,
-                            interval if interval is not None else base.interval_ms)
-    if args.name is None:
-        raise UsageError("subscribe: give a NAME (or --default for the shipped subscription).")
-    if args.metrics is None:
-        raise UsageError(f"subscribe {args.name}: give --metrics P[,P...] (metric-name "
-                         f"prefixes, or '*'), or --default.")
-    return Subscription(check_name(args.name), parse_metrics(args.metrics), match,
-                        interval if interval is not None else KAFKA_DEFAULT_INTERVAL_MS)
+    return subscription_from_input(args.name, args.metrics, args.match, args.interval_ms,
+                                   args.default)
 
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

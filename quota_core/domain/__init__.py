@@ -22,6 +22,7 @@ from quota_core.domain.faces import lazy_face
 # pipeline import; edit it by hand too: submodule -> the names it exports) ---
 _FACE: dict[str, tuple[str, ...]] = {
     "bulk": ("bulk_resolve_buckets",),
+    "client_metrics": ("DEFAULT_SUBSCRIPTION", "Subscription", "subscription_from_input"),
     "csvsafe": ("FORMULA_NOTE", "spreadsheet_cell", "spreadsheet_csv"),
     "entities": ("CLIENT_ID", "ClusterInfo", "DEFAULT_TEXT", "display_name", "Entity",
                  "entity_from_json", "entity_to_json", "ENTITY_TYPES", "IP", "QuotaSet", "USER"),
@@ -37,7 +38,7 @@ _FACE: dict[str, tuple[str, ...]] = {
               "round_up_quota"),
     "validation": ("client_name_problems",),
     "wording": ("clients_moved", "inherited", "plural", "quota_before", "quota_changed",
-                "read_only_refused", "verb"),
+                "read_only_refused", "TELEMETRY_NOT_COLLECTED", "verb"),
 }
 # --- end of face ---
 

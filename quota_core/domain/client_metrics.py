@@ -27,8 +27,10 @@ from quota_core.domain.wording import TELEMETRY_NOT_COLLECTED as NOT_COLLECTED
 __all__ = [
     "ALL_METRICS", "DEFAULT_INTERVAL_MS", "DEFAULT_SUBSCRIPTION", "KAFKA_DEFAULT_INTERVAL_MS",
     "MATCH_KEYS", "MAX_INTERVAL_MS", "MIN_INTERVAL_MS", "NOT_COLLECTED", "Subscription",
-    "alter_ops", "check_interval", "check_name", "check_prefix", "format_subscriptions",
-    "parse_match", "parse_metrics", "subscription_from_configs",
+    "AUDIT_ACTIONS", "SUBSCRIBE_ACTION", "UNSUBSCRIBE_ACTION", "alter_ops", "check_interval",
+    "check_name", "check_prefix", "format_subscriptions", "parse_interval", "parse_match",
+    "parse_metrics", "subscription_configs", "subscription_from_configs",
+    "subscription_from_input",
 ]
 
 #: Kafka's match keys (``ClientMetricsConfigs``), in its order.
@@ -130,6 +132,55 @@ def check_interval(value: int) -> int:
         raise UsageError(f"--interval-ms {value}: give a whole number of milliseconds from "
                          f"{MIN_INTERVAL_MS} to {MAX_INTERVAL_MS:,} (1 hour).")
     return value
+
+
+def parse_interval(text: str | None) -> int | None:
+    """``--interval-ms`` as typed: None when not given, else a whole number of milliseconds
+    within Kafka's bounds (:func:`check_interval`)."""
+    if text is None:
+        return None
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise UsageError(f"--interval-ms {text!r}: give a whole number of milliseconds from "
+                         f"{MIN_INTERVAL_MS} to {MAX_INTERVAL_MS:,} (1 hour).") from None
+    return check_interval(value)
+
+
+def subscription_from_input(name: str | None, metrics: str | None, match: Iterable[str],
+                            interval: str | None, default: bool = False) -> Subscription:
+    """The subscription an operator asks for, checked (a :class:`UsageError`, one line,
+    else): ``telemetry subscribe``'s NAME, ``--metrics``, ``--match`` (each ``KEY=REGEX``),
+    ``--interval-ms`` and ``--default``, as the CLI and the Client telemetry page take them.
+    With ``default``, :data:`DEFAULT_SUBSCRIPTION`, each given field overriding its own."""
+    interval_ms = parse_interval(interval)
+    matched = parse_match(match)
+    if default:
+        base = DEFAULT_SUBSCRIPTION
+        return Subscription(check_name(name) if name is not None else base.name,
+                            parse_metrics(metrics) if metrics is not None else base.metrics,
+                            matched or base.match,
+                            interval_ms if interval_ms is not None else base.interval_ms)
+    if name is None:
+        raise UsageError("subscribe: give a NAME (or --default for the shipped subscription).")
+    if metrics is None:
+        raise UsageError(f"subscribe {name}: give --metrics P[,P...] (metric-name "
+                         f"prefixes, or '*'), or --default.")
+    return Subscription(check_name(name), parse_metrics(metrics), matched,
+                        interval_ms if interval_ms is not None else KAFKA_DEFAULT_INTERVAL_MS)
+
+
+#: The audit log's actions for subscription changes (not quota changes: they name no entity).
+SUBSCRIBE_ACTION, UNSUBSCRIBE_ACTION = "telemetry-subscribe", "telemetry-unsubscribe"
+AUDIT_ACTIONS = (SUBSCRIBE_ACTION, UNSUBSCRIBE_ACTION)
+
+
+def subscription_configs(sub: Subscription | None) -> dict[str, str]:
+    """The configs the broker holds for ``sub`` ({} for none), as the audit log records a
+    subscription before and after: ``{"metrics", "interval.ms", "match"}``, unset ones left out."""
+    if sub is None:
+        return {}
+    return {k: v for k, v in alter_ops(sub) if v is not None}
 
 
 def alter_ops(sub: Subscription) -> list[tuple[str, str | None]]:

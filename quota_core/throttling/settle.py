@@ -89,14 +89,15 @@ def recent_changes(records: Iterable[object], now: float, window: QuotaWindow = 
     (:class:`quota_core.changes.audit.AuditRecord`, read with ``AuditLog.read()``) or any objects /
     mappings with ``entity`` (an Entity or its JSON), ``ts`` and ``ops`` (``[{"key": …}]``)
     or ``keys``. ``last_throttle_ms`` widens the span by the longest delay in force."""
+    from quota_core.domain.client_metrics import AUDIT_ACTIONS
     from quota_core.domain.entities import entity_from_json
 
     span = window.measured_ms[1] / 1000.0 + max(0.0, last_throttle_ms) / 1000.0
     out = []
     for r in records:
         get = r.get if isinstance(r, Mapping) else (lambda k, r=r: getattr(r, k, None))
-        if get("outcome") not in (None, "applied"):
-            continue
+        if get("outcome") not in (None, "applied") or get("action") in AUDIT_ACTIONS:
+            continue  # refused, or a subscription change (it names no quota entity)
         at = _epoch(get("ts"))
         if not (now - span <= at <= now + 1.0):
             continue
