@@ -79,6 +79,23 @@ def test_throttled_now_skips_subscription_changes_in_the_audit_log():
     assert recent_changes([record], now=1767225600.0) == []
 
 
+def test_the_audit_page_shows_a_subscription_change(env, tmp_path):
+    from quota_core.changes.audit import config_outcome, config_record
+
+    env.setenv("QUOTA_SANDBOX", str(tmp_path / "q.sqlite"))
+    intent = config_record(actor="jdoe", cluster={}, subject="client-metrics subscription w",
+                           action="telemetry-subscribe", before={},
+                           after={"metrics": "*", "interval.ms": "1000"}, extra={})
+    AuditLog(tmp_path / "audit.jsonl").append_many([intent, config_outcome(
+        intent, "applied", {"metrics": "*", "interval.ms": "1000"})])
+    at = run_app("pages/audit.py")
+    at.toggle(key="au_here").set_value(False).run()
+    row = at.dataframe[0].value.iloc[0]
+    assert (row["action"], row["outcome"], row["entity"], row["before"], row["after"]) == (
+        "telemetry-subscribe", "applied", "client-metrics subscription w", "—",
+        "metrics=*, interval.ms=1000")
+
+
 # -- one real case ---------------------------------------------------------------------------
 def _listed(bootstrap: str) -> dict[str, dict]:
     out, err = io.StringIO(), io.StringIO()
