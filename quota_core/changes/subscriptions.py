@@ -17,6 +17,7 @@ from quota_core.changes.audit import AuditLog, config_outcome, config_record
 from quota_core.changes.workflow import refuse_read_only
 from quota_core.domain.client_metrics import (SUBSCRIBE_ACTION, UNSUBSCRIBE_ACTION, Subscription,
                                               check_name, subscription_configs)
+from quota_core.domain.fleet import DEFAULT_NAME
 from quota_core.errors import OutcomeUnknown, QuotaError, RequestRejected
 
 __all__ = ["Subscriptions", "read_subscriptions", "subscribe", "unsubscribe", "subject_text"]
@@ -79,6 +80,9 @@ def _one(kafka, name: str) -> Subscription | None:
 def _change(backend, name: str, action: str, want: Subscription | None, *, actor: str,
             cluster: Mapping[str, object], audit: AuditLog, target=None) -> Subscription | None:
     refuse_read_only(target)
+    # the fleet's name for the cluster, else the fleet of one's, as the quota workflow records
+    cluster = ({**cluster, "name": target.name} if target is not None
+               else {"name": DEFAULT_NAME, **cluster})
     if not _is_kafka(backend):
         raise RequestRejected(f"{subject_text(name)}: this store has no client-metrics "
                               f"subscriptions (a sandbox has no clients).")
@@ -88,7 +92,8 @@ def _change(backend, name: str, action: str, want: Subscription | None, *, actor
     with _wire(backend) as kafka:
         before = _one(kafka, name)
         if want is None and before is None:
-            raise RequestRejected(f"unsubscribe {name}: the cluster has no such subscription.")
+            raise RequestRejected(f"unsubscribe {name}: the cluster has no such subscription; "
+                                  f"`kafka-client-quotas telemetry list` shows them.")
         intent = config_record(actor=actor, cluster=cluster, subject=subject_text(name),
                                action=action, before=subscription_configs(before),
                                after=subscription_configs(want), extra={"subscription": name})

@@ -12,7 +12,8 @@ Each subscription is a ``CLIENT_METRICS`` config resource, read and written as
 ``kafka-client-metrics.sh`` does. Exit status as the main command: 0 done, 1 a runtime failure,
 2 a usage error (one line). On a cluster that collects nothing clients push (no plugin, or
 before Kafka 3.7) a note says so; the subscriptions are still read and written where the
-broker has them.
+broker has them. ``subscribe`` and ``unsubscribe`` are recorded in the audit log, as the
+dashboard's Client telemetry page records them (:mod:`quota_core.changes.subscriptions`).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from quota_core.backends.open import add_backend_arguments, open_backend_from
 from quota_core.domain.client_metrics import (DEFAULT_SUBSCRIPTION, KAFKA_DEFAULT_INTERVAL_MS,
                                               NOT_COLLECTED, Subscription, check_name,
                                               format_subscriptions, subscription_from_input)
-from quota_core.errors import RequestRejected, UsageError
+from quota_core.errors import UsageError
 from quota_core.cli.edge import one_line, run_command
 from quota_core.cli.exits import USAGE
 
@@ -93,6 +94,29 @@ def subscription_from_args(args: argparse.Namespace) -> Subscription:
                                    args.default)
 
 
+def _write(backend, args: argparse.Namespace, target, sub: Subscription | None,
+           err: TextIO) -> None:
+    """``subscribe`` / ``unsubscribe`` through the audited write the dashboard uses
+    (:mod:`quota_core.changes.subscriptions`): the cluster's audit log, the OS user."""
+    import os
+
+    from quota_core.changes.audit import AuditLog, default_audit_path, os_user, store_fields
+    from quota_core.changes.subscriptions import subscribe, unsubscribe
+    from quota_core.cli.output import says_where_audited
+
+    audit = AuditLog((target and target.audit_log) or default_audit_path(os.environ))
+    how = {"actor": os_user(), "cluster": store_fields(backend), "audit": audit,
+           "target": target}
+    with says_where_audited(audit, err):
+        if sub is not None:
+            subscribe(backend, sub, **how)
+            err.write(f"subscribed {sub.name}: {', '.join(sub.metrics)} every "
+                      f"{sub.interval_ms} ms\n")
+        else:
+            unsubscribe(backend, args.name, **how)
+            err.write(f"unsubscribed {args.name}\n")
+
+
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.action == "subscribe":
         sub = subscription_from_args(args)
@@ -107,8 +131,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.sandbox or not args.bootstrap_server:
         raise UsageError("telemetry needs a Kafka cluster: give --bootstrap-server HOST:PORT "
                          "(a sandbox has no clients).")
-    from quota_core.backends.kafka_client_metrics import (alter_subscription, delete_subscription,
-                                                          describe_subscriptions,
+    from quota_core.backends.kafka_client_metrics import (describe_subscriptions,
                                                           list_subscription_names,
                                                           telemetry_collected)
 
@@ -120,16 +143,8 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                                      indent=2) + "\n")
             else:
                 out.write(format_subscriptions(subs))
-        elif args.action == "subscribe":
-            alter_subscription(backend, sub)
-            err.write(f"subscribed {sub.name}: {', '.join(sub.metrics)} every "
-                      f"{sub.interval_ms} ms\n")
         else:
-            if args.name not in list_subscription_names(backend):
-                raise RequestRejected(f"unsubscribe {args.name}: the cluster has no such "
-                                      f"subscription; `{PROG} list` shows them.")
-            delete_subscription(backend, args.name)
-            err.write(f"unsubscribed {args.name}\n")
+            _write(backend, args, cluster, sub if args.action == "subscribe" else None, err)
         if not telemetry_collected(backend):
             err.write(f"note: {NOT_COLLECTED} (no broker plugin receives what clients push; "
                       f"see docs/client-telemetry.md)\n")

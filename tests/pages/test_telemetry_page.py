@@ -2,7 +2,8 @@
 editors. Fast: a sandbox collects nothing and shows no form, a read-only fleet cluster refuses,
 the form's input is checked by the CLI's own functions (one line, the form's words). One real
 case on the session broker (which loads the telemetry plugin): subscribe on the page, read it
-back with ``telemetry list``, see it audited, remove it on the page."""
+back with ``telemetry list``, see it audited, remove it on the page; the CLI's writes are
+audited the same way."""
 from __future__ import annotations
 
 import io
@@ -13,7 +14,7 @@ import pytest
 from quota_core.backends.sandbox import SandboxBackend
 from quota_core.changes.audit import AuditLog
 from quota_core.cli import main as cli
-from quota_core.domain import DEFAULT_SUBSCRIPTION, TELEMETRY_NOT_COLLECTED, Subscription
+from quota_core.domain import TELEMETRY_NOT_COLLECTED, Subscription
 from quota_core.errors import UsageError
 from quota_core.throttling.settle import recent_changes
 from tests.app_steps import run_app, texts
@@ -133,4 +134,15 @@ def test_subscribe_on_the_page_reads_back_in_the_cli_and_is_audited(env, kafka_b
     at.button(key="tm_remove").click().run()
     assert not at.exception and not at.error, texts(at.error)
     assert name not in _listed(kafka_broker.bootstrap)
-    assert DEFAULT_SUBSCRIPTION.name  # the default's button is there (its write: the CLI's tests)
+    # the CLI writes through the same audited path
+    for args in (("subscribe", "cli-watch", "--metrics", "*"), ("unsubscribe", "cli-watch")):
+        out, err = io.StringIO(), io.StringIO()
+        assert cli.main(["telemetry", *args, "--bootstrap-server", kafka_broker.bootstrap],
+                        out, err) == 0, err.getvalue()
+    log = AuditLog(tmp_path / "audit.jsonl").read()
+    assert [(r.action, r.entity_text) for r in log] == [
+        ("telemetry-subscribe", f"client-metrics subscription {name}"),
+        ("telemetry-unsubscribe", f"client-metrics subscription {name}"),
+        ("telemetry-subscribe", "client-metrics subscription cli-watch"),
+        ("telemetry-unsubscribe", "client-metrics subscription cli-watch")]
+    assert log[1].after == {} and log[3].before == {"metrics": "*", "interval.ms": "300000"}
