@@ -10,6 +10,9 @@ within one push interval's sampling. The table (local figure, console figure) la
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
 import logging
 import subprocess
 import threading
@@ -35,9 +38,11 @@ STATS_MS = 100  # librdkafka's statistics: a window this long at each edge of a 
 USER = "ANONYMOUS"  # PLAINTEXT: every client's principal
 TAG = uuid.uuid4().hex[:6]
 CLIENT = f"cv-librdkafka-{TAG}"
+JAVA = f"cv-java-{TAG}"  # Kafka's own ProducerPerformance (the slow case)
 TOPIC = f"{CLIENT}-t"
 SUBSCRIPTION = f"cv-{TAG}"
 ENTRY = Entity.of(user=USER, client_id=CLIENT)  # level 1: no other test's entry decides it
+ENTRY_JAVA = Entity.of(user=USER, client_id=JAVA)
 ARTIFACTS = ROOT / "artifacts"
 
 
@@ -67,15 +72,18 @@ def placed(kafka_cluster):
                                            replica_assignment=[[2], [2]])]).values():
         f.result(30)
     backend = KafkaBackend(cluster.bootstrap, timeout_s=15)
-    assert checked_alter(backend, [Alteration(ENTRY, (Op.set(P, QUOTA),))]).ok
-    _wait(lambda: backend.describe().get(ENTRY, {}).get(P) == QUOTA)
+    assert checked_alter(backend, [Alteration(e, (Op.set(P, QUOTA),))
+                                   for e in (ENTRY, ENTRY_JAVA)]).ok
+    _wait(lambda: all(backend.describe().get(e, {}).get(P) == QUOTA
+                      for e in (ENTRY, ENTRY_JAVA)))
     _client_metrics(cluster, "--alter", "--name", SUBSCRIPTION, "--metrics",
                     "org.apache.kafka.producer.", "--interval", str(PUSH_MS), "--match",
-                    f"client_id={CLIENT}")
+                    f"client_id=cv-(librdkafka|java)-{TAG}")
     time.sleep(1.0)  # the subscription reaches every broker's metadata image
     yield cluster
     _client_metrics(cluster, "--delete", "--name", SUBSCRIPTION)
-    assert checked_alter(backend, [Alteration(ENTRY, (Op.remove(P),))]).ok
+    assert checked_alter(backend, [Alteration(e, (Op.remove(P),))
+                                   for e in (ENTRY, ENTRY_JAVA)]).ok
     backend.close()
     for f in admin.delete_topics([TOPIC]).values():
         f.result(30)
@@ -230,6 +238,59 @@ def test_the_console_shows_what_the_client_reports(placed):
     # pushed figure lies between the averages with and without each edge's stats window.
     assert window and window["avg"], (window, producer.events[-8:])
     assert window["low"] - 1 <= pushed <= window["high"] + 1, (window, pushed)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("QUOTA_SLOW_TESTS"),
+                    reason="a Java client for ~20 s: make faults runs it (QUOTA_SLOW_TESTS=1)")
+def test_the_console_shows_what_the_java_client_reports(placed):
+    """Kafka's own ProducerPerformance at 2x its quota on broker 2, its metrics printed after
+    its last send (``--print-metrics``: flush, print, close). The Java client pushes the
+    current value of the very metric it prints (``produce-throttle-time-avg`` of its metrics
+    registry), and its last push is the terminating one of ``close()``, right after the print:
+    the console's figure is the printed one."""
+    cluster = placed
+    done = subprocess.run(tool_argv(
+        "org.apache.kafka.tools.ProducerPerformance", "--topic", TOPIC, "--num-records", "1500",
+        "--record-size", "1024", "--throughput", "200", "--producer-props",
+        f"bootstrap.servers={cluster.bootstrap}", f"client.id={JAVA}", "acks=1", "linger.ms=20",
+        "--print-metrics"), capture_output=True, text=True, timeout=120)
+    ended = time.time()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    printed = {m[1]: float(m[2]) for m in re.finditer(
+        r"producer-metrics:(produce-throttle-time-avg|produce-throttle-time-max|response-total|"
+        r"response-rate)"
+        r":\{client-id=[^}]*\}\s*:\s*(\S+)", done.stdout)}
+    avg, mx = printed.get("produce-throttle-time-avg"), printed.get("produce-throttle-time-max")
+    metrics = ",".join(n.metrics_url for n in cluster.nodes)
+    read_at = time.time()
+    code, out, err = run("--bootstrap-server", cluster.bootstrap, "--resolve", "--user", USER,
+                         "--client-id", JAVA, "--metrics", metrics, "--output", "json")
+    assert code == 0, err
+    client = json.loads(out)["quotas"][P]["live"]["client"]
+    (inst,) = client["instances"]
+    assert inst["client_id"] == JAVA and inst["software_name"] == "apache-kafka-java"
+    _table_row(f"{inst['software_name']} {inst['software_version']}", {
+        "client_id": JAVA, "local": "ProducerPerformance --print-metrics "
+        "produce-throttle-time-avg/max (every response, 2 x 30 s samples)",
+        "local_throttle_ms_avg": _round(avg), "local_throttle_ms_max": mx,
+        "responses": printed.get("response-total"),
+        "response_rate": printed.get("response-rate"),
+        "console_throttle_ms_avg": _round(inst["throttle_ms_avg"]),
+        "console_throttle_ms_max": inst["throttle_ms_max"], "push_interval_ms": PUSH_MS,
+        "last_push_age_s": inst["last_push_age_s"], "agreement": client["agreement"],
+        "push_received_before_exit_s": round(ended - read_at + inst["last_push_age_s"], 2)})
+    assert mx and avg and printed.get("response-total"), done.stdout[-3000:]
+    assert 0 < inst["throttle_ms_max"] <= mx
+    # The Java client records the throttle time of every response of its network client,
+    # zeros included (NetworkClient.handleCompletedReceives), into one Avg over 2 x 30 s
+    # samples, and pushes that Avg's value at the push. Its last push is at most one push
+    # interval (plus the last throttle, which holds every request back) before the print: the
+    # printed Avg holds at most k more responses, each waiting 0 to max ms.
+    n, rate = printed["response-total"], printed.get("response-rate", 0.0)
+    k = min(n - 1, math.ceil(rate * (PUSH_MS + mx) / 1000) + 1)
+    low, high = max(0.0, (avg * n - k * mx) / (n - k)), avg * n / (n - k)
+    assert low - 0.05 <= inst["throttle_ms_avg"] <= high + 0.05, (avg, n, k, inst)
 
 
 def _round(x: float | None) -> float | None:
