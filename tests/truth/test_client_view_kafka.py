@@ -4,9 +4,11 @@ under a subscription made with Kafka's own ``kafka-client-metrics.sh``
 (``ClientMetricsCommand``); the brokers' client-telemetry plugin shows them on their metrics
 endpoints, and ``--resolve --metrics … --output json`` says what the client reports beside
 the broker's verdict. The console's figure is checked against what the client measures
-itself (librdkafka's statistics: the throttle time broker 2 told it, per stats interval),
-within one push interval's sampling. The table (local figure, console figure) lands in
-``artifacts/client_view.json`` for the closing note."""
+itself over the same window (docs/client-telemetry.md, "What a pushed throttle average
+covers"): librdkafka's statistics (every 100 ms) between the two roll-overs of its pushed
+averages that bound the push the console shows. A slow case does the same for Kafka's own
+``ProducerPerformance`` (``--print-metrics``). The table (local figure, console figure) lands
+in ``artifacts/client_view.json`` for the closing note."""
 from __future__ import annotations
 
 import json
