@@ -86,7 +86,8 @@ def _panel(live, resolution: Resolution, keys: list[str], quotas, window,
     # What the bucket's clients report themselves (KIP-714), per key with live figures.
     side = latest.client_side()
     show_client_views([(f"{v.key} {tags_entity(v.bucket).display()}",
-                        view_for_verdict(v, side.reports, members, collected=side.collected))
+                        view_for_verdict(v, side.reports, members, collected=side.collected,
+                                         others=found))
                        for v in found if v.brokers is not None], latest.at, key="rs_clients")
     # The client x broker view: its own bucket per key on every broker read (more than one),
     # and the sentence that explains the spread. Never one summed "cluster" throttle.

@@ -229,19 +229,35 @@ def live_for_key(r: Resolution, key: str, rows: Sequence[BucketUsage],
                               key=lambda x: (x.user or "", x.client_id or "", x.broker))
             if row.key == key]
         if clients is not None:
-            doc["client"] = client_view_for(key, mine, (u, c), quotas, reach, clients).as_dict()
+            doc["client"] = client_view_for(key, mine, (u, c), quotas, reach, clients,
+                                            own_verdicts(r, rows, quotas, reach)).as_dict()
     return doc
 
 
-def client_view_for(key: str, mine: Sequence[BucketUsage], bucket, quotas, reach, clients):
+def own_verdicts(r: Resolution, rows: Sequence[BucketUsage], quotas, reach) -> dict:
+    """Key -> the live verdict of the client's own bucket of that key: a client's throttle
+    time covers all its quotas, so a wait may be another key's."""
+    from quota_core.throttling.live import client_buckets, live_verdict
+
+    unread = list(reach.unread) if reach is not None else []
+    own = client_buckets(rows, r.client.user or "", r.client.client_id or "", quotas)
+    return {k: live_verdict([x for x in own if x.key == k], unread)
+            for k in {x.key for x in own}}
+
+
+def client_view_for(key: str, mine: Sequence[BucketUsage], bucket, quotas, reach, clients,
+                    verdicts=None):
     """The client view (quota_core.throttling.client_view) of one bucket's key, from its live rows and
-    the one live verdict."""
+    the one live verdict (``verdicts``: key -> the verdict of the client's own bucket of
+    each key, so that a wait another key causes is named as its)."""
+    from quota_core.throttling.client_view import throttled_elsewhere
     from quota_core.throttling.live import live_verdict, recent_verdict
     from quota_core.domain.membership import Membership
 
     unread = list(reach.unread) if reach is not None else []
     return clients.view(key, live_verdict(mine, unread), mine, bucket, Membership(quotas),
-                        recent=recent_verdict(mine))
+                        recent=recent_verdict(mine),
+                        elsewhere=throttled_elsewhere(key, verdicts or {}))
 
 
 def _client_spread(r: Resolution, key: str, mine: Sequence[BucketUsage],
@@ -374,8 +390,9 @@ def format_resolutions(resolutions: Sequence[Resolution], fmt: str = "text",
 
                     bucket = Membership(quotas).tags(k, r.client.user or "",
                                                      r.client.client_id or "")
-                    lines.append("  client: " + client_view_for(k, mine, bucket, quotas, reach,
-                                                                clients).sentence)
+                    lines.append("  client: " + client_view_for(
+                        k, mine, bucket, quotas, reach, clients,
+                        own_verdicts(r, live, quotas, reach)).sentence)
                 if quotas is not None:
                     from quota_core.throttling.live import other_buckets
 

@@ -28,7 +28,7 @@ __all__ = ["plural", "verb", "against", "inherited", "inherited_short", "entry_c
            "versions_differ", "custom_callback_on", "TELEMETRY_NOT_COLLECTED",
            "NO_TELEMETRY_TEXT", "client_no_telemetry", "client_broker_unknown",
            "client_agrees_throttled", "client_ignores_throttle", "client_waits_elsewhere",
-           "client_waits_recently", "client_agrees_free", "broker_order", "brokers_text",
+           "client_waits_recently", "client_agrees_free", "client_waits_for_another_key", "broker_order", "brokers_text",
            "broker_name"]
 
 #: What the console says of a cluster that collects nothing clients push (KIP-714): no broker
@@ -185,13 +185,19 @@ NO_TELEMETRY_TEXT = "no telemetry: no subscription matches, or the client is too
 
 
 def client_no_telemetry(key: str, instances: bool, collected: bool = True,
-                        directions: tuple[str, ...] = ("produce",)) -> str:
-    """No instance of the bucket reports a throttle time: why, never "not throttled"."""
+                        directions: tuple[str, ...] = ("produce",),
+                        other: tuple[str, ...] = ()) -> str:
+    """No instance of the bucket reports a throttle time: why, never "not throttled".
+    ``other``: the directions its instances do report a throttle time for."""
     if not collected:
         return (f"{TELEMETRY_NOT_COLLECTED} (no broker shows pushed client metrics): the client's "
                 f"side is unknown")
     if instances and not directions:
         return f"clients push no throttle time for {key}: the client's side is unknown"
+    if instances and other:
+        # a producer in a consumer_byte_rate bucket (or the reverse): nothing to wait for
+        return (f"the clients push {' and '.join(other)} throttle times but none for "
+                f"{' or '.join(directions)}: they do not {' or '.join(directions)} here")
     if instances:
         return ("the clients push telemetry but no throttle time: add the throttle metrics "
                 "to the subscription (`telemetry subscribe`)")
@@ -230,6 +236,15 @@ def client_waits_elsewhere(n: int, avg_ms: float | None) -> str:
     return (f"{who} throttle time ({_ms(avg_ms)} per request), but no client quota bucket "
             f"of it is throttled: look at other quotas (replication, controller mutation, "
             f"connection rate)")
+
+
+def client_waits_for_another_key(n: int, avg_ms: float | None, keys: tuple[str, ...]) -> str:
+    """The clients wait, and the broker throttles them, through another quota key: a
+    client's throttle time is one figure for all the quotas of a request (Kafka answers with
+    the largest delay), so it is that key's wait, not this one's."""
+    who = "the client reports" if n == 1 else f"{n:,} client instances report"
+    return (f"{who} waiting {_ms(avg_ms)} per request, from its {' and '.join(keys)} "
+            f"quota, which the broker throttles now; this key does not throttle it")
 
 
 def client_waits_recently(n: int, avg_ms: float | None) -> str:

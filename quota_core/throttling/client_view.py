@@ -28,6 +28,7 @@ from quota_core.domain.membership import Membership, Tags
 __all__ = ["AGREEMENTS", "AGREE", "CLIENT_NOT_THROTTLED", "BROKER_NOT_THROTTLED",
            "NO_TELEMETRY", "DIRECTIONS", "ClientInstance", "ClientView", "client_view",
            "user_of_principal", "in_bucket", "view_for_verdict", "ClientSide", "bucket_views",
+           "throttled_elsewhere",
            "bucket_client_throttle"]
 
 AGREE = "agree"
@@ -156,9 +157,10 @@ class ClientSide:
     collected: bool = False
 
     def view(self, key: str, throttled: bool | None, brokers: Sequence, bucket: Tags,
-             members: Membership, *, recent: bool = False) -> "ClientView":
+             members: Membership, *, recent: bool = False,
+             elsewhere: Sequence[str] = ()) -> "ClientView":
         return client_view(key, throttled, brokers, bucket, self.reports, members,
-                           recent=recent, collected=self.collected)
+                           recent=recent, collected=self.collected, elsewhere=elsewhere)
 
 
 def in_bucket(members: Membership, key: str, bucket: Tags):
@@ -187,17 +189,40 @@ def _instances(key: str, reports: Iterable[Report], belongs) -> tuple[ClientInst
     return tuple(sorted(out, key=lambda i: (i.client_id, i.instance_id)))
 
 
+def _other_directions(key: str, reports: Iterable[Report],
+                      instances: Sequence[ClientInstance]) -> tuple[str, ...]:
+    """The directions the bucket's instances report a throttle time for, other than the
+    key's (a producer in a ``consumer_byte_rate`` bucket reports produce only)."""
+    ids = {i.instance_id for i in instances}
+    mine = set(DIRECTIONS.get(key, ()))
+    return tuple(d for d in ("produce", "fetch") if d not in mine and any(
+        getattr(r, f"{d}_throttle_ms_avg") is not None for r in reports
+        if r.instance_id in ids))
+
+
+def throttled_elsewhere(key: str, verdicts: Mapping[str, bool | None]) -> tuple[str, ...]:
+    """The client's other keys that the broker throttles now and whose requests the key's
+    throttle time also covers (``verdicts``: key -> the live verdict of the client's own
+    bucket of that key). A client's throttle time is one figure per request for all its
+    quotas, so a wait can be another key's."""
+    mine = set(DIRECTIONS.get(key, ()))
+    return tuple(k for k, throttled in verdicts.items()
+                 if k != key and throttled and mine & set(DIRECTIONS.get(k, ())))
+
+
 def client_view(key: str, throttled: bool | None, brokers: Sequence, bucket: Tags,
                 reports: Iterable[Report], members: Membership, *, recent: bool = False,
-                collected: bool = True) -> ClientView:
+                collected: bool = True, elsewhere: Sequence[str] = ()) -> ClientView:
     """The client view of ``key`` for ``bucket``: ``throttled`` is the bucket's live verdict
     (:func:`quota_core.throttling.live.live_verdict`), ``brokers`` its per-broker figures (anything with
     ``broker`` and ``throttled``), ``reports`` every client report of the cluster, ``members``
     the quota set's membership (which bucket a client is in); ``recent``: the broker throttled
     it recently, not now (a client's average still holds those waits); ``collected``: whether
-    any broker shows client telemetry at all."""
+    any broker shows client telemetry at all; ``elsewhere``: the client's other keys that the
+    broker throttles now (:func:`throttled_elsewhere`): a wait is then theirs."""
     from quota_core.domain import wording
 
+    reports = list(reports)
     throttling = tuple(str(b.broker) for b in brokers if b.throttled)
     instances = _instances(key, reports, in_bucket(members, key, bucket))
     reporting = [i for i in instances if i.throttle_ms_avg is not None
@@ -206,7 +231,8 @@ def client_view(key: str, throttled: bool | None, brokers: Sequence, bucket: Tag
     if not reporting:
         agreement = NO_TELEMETRY
         sentence = wording.client_no_telemetry(key, bool(instances), collected,
-                                               DIRECTIONS.get(key, ()))
+                                               DIRECTIONS.get(key, ()),
+                                               _other_directions(key, reports, instances))
     elif throttled is None:
         agreement = None
         sentence = wording.client_broker_unknown(len(reporting), _max(
@@ -225,6 +251,10 @@ def client_view(key: str, throttled: bool | None, brokers: Sequence, bucket: Tag
             agreement = AGREE
             sentence = wording.client_waits_recently(len(waiting),
                                                      _max(i.throttle_ms_avg for i in waiting))
+        elif elsewhere:  # its wait is another key's, which the broker throttles
+            agreement = AGREE
+            sentence = wording.client_waits_for_another_key(
+                len(waiting), _max(i.throttle_ms_avg for i in waiting), tuple(elsewhere))
         else:
             agreement = BROKER_NOT_THROTTLED
             sentence = wording.client_waits_elsewhere(len(waiting),
@@ -236,13 +266,15 @@ def client_view(key: str, throttled: bool | None, brokers: Sequence, bucket: Tag
 
 
 def view_for_verdict(verdict, reports: Iterable[Report], members: Membership, *,
-                     collected: bool = True) -> ClientView | None:
+                     collected: bool = True, others: Sequence = ()) -> ClientView | None:
     """:func:`client_view` for a :class:`quota_core.throttling.verdict.KeyVerdict` with live figures
-    (None without them)."""
+    (None without them); ``others``: the client's verdicts of its other keys."""
     if verdict.brokers is None:
         return None
+    elsewhere = throttled_elsewhere(verdict.key, {v.key: v.throttled for v in others})
     return client_view(verdict.key, verdict.throttled, verdict.brokers, verdict.bucket,
-                       reports, members, recent=verdict.recent, collected=collected)
+                       reports, members, recent=verdict.recent, collected=collected,
+                       elsewhere=elsewhere)
 
 
 def bucket_views(rows: Sequence, side: ClientSide, members: Membership,
@@ -260,13 +292,32 @@ def bucket_views(rows: Sequence, side: ClientSide, members: Membership,
         grouped.setdefault((r.key, r.user, r.client_id), []).append(r)
     keys = list(grouped) if only is None else list(dict.fromkeys(
         (r.key, r.user, r.client_id) for r in only))
+    throttling = [b for b, mine in grouped.items() if live_verdict(mine, unread)]
     out = []
     for bucket in keys:
         mine = grouped.get(bucket, [])
         key, user, client_id = bucket
         out.append((bucket, side.view(key, live_verdict(mine, unread), mine, (user, client_id),
-                                      members, recent=recent_verdict(mine))))
+                                      members, recent=recent_verdict(mine),
+                                      elsewhere=_shared_elsewhere(bucket, throttling,
+                                                                  side.reports, members))))
     return out
+
+
+def _shared_elsewhere(bucket: tuple, throttling: Sequence[tuple], reports: Sequence[Report],
+                      members: Membership) -> tuple[str, ...]:
+    """The keys of the throttled buckets (other than ``bucket``) that hold a client instance
+    of ``bucket`` and whose requests its key's throttle time covers."""
+    key, user, client_id = bucket
+    mine = set(DIRECTIONS.get(key, ()))
+    others = [b for b in throttling if b[0] != key and mine & set(DIRECTIONS.get(b[0], ()))]
+    if not others:
+        return ()
+    here = in_bucket(members, key, (user, client_id))
+    names = {(user_of_principal(r.principal), r.client_id or "") for r in reports}
+    names = [n for n in names if here(*n)]
+    return tuple(dict.fromkeys(k for k, u, c in others
+                               if any(in_bucket(members, k, (u, c))(*n) for n in names)))
 
 
 def bucket_client_throttle(key: str, bucket: Tags, reports: Iterable[Report],

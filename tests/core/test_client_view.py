@@ -208,3 +208,34 @@ def test_lint_without_live_figures_names_the_live_rules_as_not_run():
     skipped = dict(run_lint(LintInput(QUOTAS, "test")).skipped)
     assert "--metrics" in skipped["client-ignores-throttle"]
     assert "--metrics" in skipped["no-telemetry-subscription"]
+
+
+
+def test_a_wait_from_another_key_is_named_as_its_not_as_other_quotas():
+    """The demo (alice / batch-export): producer_byte_rate throttles on broker 2; the client's
+    produce throttle time also shows under request_percentage, whose bucket is not throttled.
+    That wait is producer_byte_rate's, not "look at other quotas"."""
+    from quota_core.throttling.client_view import throttled_elsewhere
+
+    assert throttled_elsewhere("request_percentage", {"producer_byte_rate": True,
+                                                      "request_percentage": False}) == \
+        ("producer_byte_rate",)
+    assert throttled_elsewhere("consumer_byte_rate", {"producer_byte_rate": True}) == ()
+    report = Report(produce_throttle_ms_avg=78.0, produce_throttle_ms_max=1050.0)
+    view = client_view("request_percentage", False, NOWHERE, ALICE, [report], MEMBERS,
+                       elsewhere=("producer_byte_rate",))
+    assert view.agreement == AGREE
+    assert view.sentence == ("the client reports waiting 78 ms per request, from its "
+                             "producer_byte_rate quota, which the broker throttles now; this "
+                             "key does not throttle it")
+    # without the other key throttled, it is still "look at other quotas"
+    assert client_view("request_percentage", False, NOWHERE, ALICE, [report],
+                       MEMBERS).agreement == BROKER_NOT_THROTTLED
+
+
+def test_a_producer_in_a_consumer_bucket_is_not_told_to_fix_its_subscription():
+    producer = Report(fetch_throttle_ms_avg=None, fetch_throttle_ms_max=None)
+    view = client_view("consumer_byte_rate", False, NOWHERE, ALICE, [producer], MEMBERS)
+    assert view.agreement == NO_TELEMETRY
+    assert view.sentence == ("the clients push produce throttle times but none for fetch: "
+                             "they do not fetch here")
