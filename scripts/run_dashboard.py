@@ -180,6 +180,22 @@ def subscribe_demo_clients(backend) -> str:
             f"{DEMO_PUSH_MS / 1000:g} s (subscription {sub.name!r})")
 
 
+def start_demo_load(backend, broker_dir_arg: Path | None, node_ids: list[int],
+                    on: str = "") -> subprocess.Popen:
+    """Start ``scripts/demo_load.py`` on the local cluster ``backend`` talks to, after writing
+    the demo's telemetry subscription (:func:`subscribe_demo_clients`): a client asks for its
+    subscriptions as it starts, so the subscription comes first. Both demo paths (the local
+    cluster and ``--fleet``'s prod) start their load here. The load asks the kernel to stop it
+    should this process die (PR_SET_PDEATHSIG)."""
+    say(subscribe_demo_clients(backend))
+    child = subprocess.Popen(
+        [sys.executable, str(REPO / "scripts" / "demo_load.py"),
+         *(["--broker-dir", str(broker_dir_arg)] if broker_dir_arg else [])],
+        cwd=REPO)
+    say(f"demo load started{on}: " + load_story(node_ids))
+    return child
+
+
 def load_story(node_ids: list[int]) -> str:
     """What the demo load shows on this many brokers (one line)."""
     hot = hot_node(node_ids)
@@ -396,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
                                       wanted)
                     if name == "prod":
                         quotas = backend.describe()
+                        if not args.no_load:
+                            children.append(start_demo_load(backend, args.broker_dir,
+                                                            prod.node_ids, " on prod"))
             node_ids = prod.node_ids
             FLEET_CONFIG.parent.mkdir(parents=True, exist_ok=True)
             FLEET_CONFIG.write_text(fleet_toml({
@@ -408,12 +427,6 @@ def main(argv: list[str] | None = None) -> int:
             env["QUOTA_CONFIG"] = str(FLEET_CONFIG)
             say(f"fleet of two: staging on {staging.bootstrap}, prod on {prod.bootstrap}; "
                 f"the fleet file is {FLEET_CONFIG} (QUOTA_CONFIG)")
-            if not args.no_load:
-                children.append(subprocess.Popen(
-                    [sys.executable, str(REPO / "scripts" / "demo_load.py"),
-                     *(["--broker-dir", str(args.broker_dir)] if args.broker_dir else [])],
-                    cwd=REPO))
-                say("demo load started on prod: " + load_story(node_ids))
         elif (where := configured_cluster(env, REPO / ".streamlit" / "secrets.toml")):
             say(f"using the configured cluster ({where})")
         else:
@@ -434,15 +447,7 @@ def main(argv: list[str] | None = None) -> int:
                     seed_if_empty(backend, f"the local broker {bootstrap}")
                 quotas = backend.describe()
                 if not args.no_load:
-                    # Before the load starts: a client asks for its subscriptions as it starts.
-                    say(subscribe_demo_clients(backend))
-            if not args.no_load:
-                # It also asks the kernel to stop it should this process die (PR_SET_PDEATHSIG).
-                children.append(subprocess.Popen(
-                    [sys.executable, str(REPO / "scripts" / "demo_load.py"),
-                     *(["--broker-dir", str(args.broker_dir)] if args.broker_dir else [])],
-                    cwd=REPO))
-                say("demo load started: " + load_story(node_ids))
+                    children.append(start_demo_load(backend, args.broker_dir, node_ids))
     except QuotaError as exc:
         raise SystemExit(f"run_dashboard: {exc}") from exc
 

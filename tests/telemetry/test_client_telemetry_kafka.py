@@ -169,3 +169,36 @@ def test_real_clients_push_and_the_endpoint_shows_them(kafka_broker):
         assert report.request_latency_ms_avg[1] >= 0
         # a throttled client sends nothing, pushes included, until its throttle time is over
         assert 0 <= report.last_push_age_s < 15
+
+
+def test_the_demo_subscribes_its_clients_at_its_interval_before_its_load_starts(
+        kafka_broker, tmp_path, capsys):
+    """``make run`` (local and --fleet) starts the demo load through start_demo_load, which
+    writes the default subscription at DEMO_PUSH_MS first: a client asks for its
+    subscriptions as it starts, so the demo clients push from their first seconds."""
+    import importlib.util
+    from dataclasses import replace
+
+    from localkafka.demo import DEMO_PUSH_MS
+    from quota_core.backends.kafka_client_metrics import delete_subscription, describe_subscriptions
+    from quota_core.backends.open import open_backend
+    from quota_core.domain.client_metrics import DEFAULT_SUBSCRIPTION
+    from tests import ROOT
+
+    spec = importlib.util.spec_from_file_location("run_dashboard",
+                                                  ROOT / "scripts" / "run_dashboard.py")
+    run_dashboard = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_dashboard)
+    with open_backend(bootstrap_servers=kafka_broker.bootstrap) as backend:
+        try:
+            # tmp_path holds no local cluster: the real load starts, says so and exits 1
+            load = run_dashboard.start_demo_load(backend, tmp_path, [1, 2, 3], " on prod")
+            assert load.wait(60) == 1
+            assert describe_subscriptions(backend, [DEFAULT_SUBSCRIPTION.name]) == [
+                replace(DEFAULT_SUBSCRIPTION, interval_ms=DEMO_PUSH_MS)]
+            assert DEMO_PUSH_MS == 10_000  # what the README's demo paragraph and docs say
+            err = capsys.readouterr().err
+            assert err.index("push their metrics every 10 s") < err.index(
+                "demo load started on prod")
+        finally:
+            delete_subscription(backend, DEFAULT_SUBSCRIPTION.name)
