@@ -16,8 +16,8 @@ from quota_core.domain import entity_from_json
 from quota_core.throttling import broker_name
 from quota_core.analysis import (client_label, duration_text, throttled_by_broker, freshness,
                                  hour_label)
-from ui.history import (bucket_hours, job_log, job_running, places, range_sizing, range_tables,
-                        rollup_state, sizing_rows, start_job)
+from ui.history import (bucket_client_wait, bucket_hours, job_log, job_running, places,
+                        range_sizing, range_tables, rollup_state, sizing_rows, start_job)
 from ui.context import context, secrets_dict
 from ui.text import chart_text, code, md
 
@@ -175,6 +175,11 @@ if choices:
     st.plotly_chart(fig, key="hi_bucket_chart")
     st.caption(md(throttled_by_broker(sel.assign(interval_s=sel["throttled_s"],
                                                    over_quota=sel["throttled_s"] > 0))))
+    said = bucket_client_wait(str(where.rollups), updated_at, first, last, (u, c, k))
+    st.caption(md(said[:1].upper() + said[1:] + "."), help=(
+        "What the clients push (KIP-714) is an average wait per request, with no count of "
+        "requests: History can say how long a request waited, not how long in all "
+        "(docs/history.md)."))
     query = {key: v for key, v in (("user", u), ("client_id", c)) if v is not None and v == v}
     st.page_link("pages/resolve.py", label=f"Resolve {md(client_label(u, c))} now",
                  icon=":material/troubleshoot:", query_params=query)

@@ -74,6 +74,8 @@ def windows(keyed: "DataFrame", buckets: "pd.DataFrame", versions: QuotaVersions
         estimated_throttle_ms(rate, quota, F.col("key"), F.col("level"), F.col("broker"),
                               quota_windows).alias("est_throttle_ms"),
         F.col("throttle_ms").alias("broker_throttle_ms"),
+        # what the bucket's clients reported (issue 30), when the samples carry it
+        *(["client_throttle_ms"] if "client_throttle_ms" in df.columns else []),
     )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.errors import BadInputFile, PipelineError
-from pipeline.schema import QUOTA_COLUMNS, USAGE_COLUMNS, check_columns
+from pipeline.schema import OPTIONAL_USAGE_COLUMNS, QUOTA_COLUMNS, USAGE_COLUMNS, check_columns
 from pipeline.spark_errors import translating
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,8 +97,12 @@ def _in_range(file: Path, when: TimeRange, keep_before_start: bool) -> bool:
 
 
 def check_parquet_files(path: str, columns: dict[str, str], when: TimeRange,
-                        keep_before_start: bool = False, only: list[str] | None = None) -> None:
-    """Every local Parquet file in range has every column with the contract's type.
+                        keep_before_start: bool = False, only: list[str] | None = None,
+                        optional: dict[str, str] | None = None) -> bool:
+    """Every local Parquet file in range has every column with the contract's type (and each
+    ``optional`` column it has, that column's type). True when some files have an optional
+    column and others lack it: Spark must then merge their schemas, or it may take one that
+    lacks it and read the column as null in every file.
 
     Spark takes the schema from one file and reads a column missing from another file as
     nulls, silently; reading each footer (a few KB, no data) catches that, names the file,
@@ -107,7 +111,7 @@ def check_parquet_files(path: str, columns: dict[str, str], when: TimeRange,
     import pyarrow.parquet as pq
 
     if "://" in path and not path.startswith("file:"):
-        return
+        return False
     root = Path(path.removeprefix("file:"))
     files = [Path(f) for f in only] if only is not None else [
         f for f in sorted(root.rglob("*.parquet"))
@@ -129,6 +133,12 @@ def check_parquet_files(path: str, columns: dict[str, str], when: TimeRange,
             first = (str(schema).splitlines() or [type(schema).__name__])[0]
             raise BadInputFile(f"{file}: not a readable Parquet file ({first}); remove or "
                                f"rewrite it.", path=str(file)) from None
+        for name, kind in (optional or {}).items():
+            if name in schema.names:
+                found = _arrow_kind(schema.field(name).type)
+                if found != kind and found != "null":
+                    raise BadInputFile(f"{file}: column {name!r} is {schema.field(name).type}, "
+                                       f"expected {kind}.", path=str(file), column=name)
         missing = [name for name in columns if name not in schema.names]
         if missing:
             raise BadInputFile(
@@ -141,6 +151,8 @@ def check_parquet_files(path: str, columns: dict[str, str], when: TimeRange,
             if found != kind and found != "null":
                 raise BadInputFile(f"{file}: column {name!r} is {schema.field(name).type}, "
                                    f"expected {kind}.", path=str(file), column=name)
+    have = {name: sum(name in s.names for s in schemas) for name in optional or {}}
+    return any(0 < n < len(schemas) for n in have.values())
 
 
 def _not_rolled_up(usage_dir: Path, rollups: str) -> list[str]:
@@ -202,20 +214,26 @@ def check_ts_text(df: "DataFrame", path: str) -> None:
 
 def read_table(spark: "SparkSession", path: str, columns: dict[str, str],
                when: TimeRange, keep_before_start: bool = False,
-               files: list[str] | None = None) -> "DataFrame":
+               files: list[str] | None = None,
+               optional: dict[str, str] | None = None) -> "DataFrame":
     """One input table, schema-checked and cut to ``when`` (partitions pruned first).
 
     ``keep_before_start`` keeps rows before ``when.start``: a quota snapshot taken before the
     range still binds the samples at its start. ``files``: read only these files under
-    ``path`` (those known to hold the range), not every file of its days.
+    ``path`` (those known to hold the range), not every file of its days. ``optional``:
+    columns after the contract's, null where a file lacks them (pipeline.schema.check_columns).
     """
     from pyspark.sql import functions as F
 
     fmt = detect_format(path)
+    mixed = False
     if fmt == "parquet":
-        check_parquet_files(path, columns, when, keep_before_start, only=files)
+        mixed = check_parquet_files(path, columns, when, keep_before_start, only=files,
+                                    optional=optional)
     with translating(path):
         reader = spark.read.option("basePath", path)
+        if mixed:  # files before and after an optional column: each file's is read
+            reader = reader.option("mergeSchema", "true")
         where = [path] if files is None else files
         raw = reader.parquet(*where) if fmt == "parquet" else reader.json(*where)
         if "_corrupt_record" in raw.columns:
@@ -229,7 +247,7 @@ def read_table(spark: "SparkSession", path: str, columns: dict[str, str],
                 df = df.where(F.col("date") >= F.lit(when.start.date()))
         if fmt == "json":
             check_ts_text(df, path)
-        df = check_columns(df, columns, path, text_ts=(fmt == "json"))
+        df = check_columns(df, columns, path, text_ts=(fmt == "json"), optional=optional)
         if when.end is not None:
             df = df.where(F.col("ts") < F.lit(when.end))
         if when.start is not None and not keep_before_start:
@@ -241,8 +259,10 @@ def read_usage(spark: "SparkSession", path: str, when: TimeRange = TimeRange(),
                files: list[str] | None = None) -> "DataFrame":
     """Usage samples under ``path`` in ``when``, schema-checked. Whether there are any, and
     whether every quota_type is known, is checked by :func:`check_buckets` on the distinct
-    buckets the resolution collects anyway (no extra pass over the samples)."""
-    return read_table(spark, path, USAGE_COLUMNS, when, files=files)
+    buckets the resolution collects anyway (no extra pass over the samples). The optional
+    ``client_throttle_ms`` follows (null for files written before it)."""
+    return read_table(spark, path, USAGE_COLUMNS, when, files=files,
+                      optional=OPTIONAL_USAGE_COLUMNS)
 
 
 def check_buckets(buckets: "pd.DataFrame", path: str, when: TimeRange) -> None:

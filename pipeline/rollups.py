@@ -12,7 +12,13 @@ interval_s         seconds the samples stand for; ``rated_interval_s`` those wit
 max_rate           the largest rate (NaN ignored); ``max_utilisation`` rate / quota
 rates              the rates as a KLL sketch (pipeline.sketches): mergeable
 q_last, t_last     the quota in force at the row's last sample, and that sample's time
+client_samples     samples that carry ``client_throttle_ms`` (what the bucket's clients
+                   report, issue 30; 0 when none does); ``client_sum_ms`` the sum and
+                   ``client_max_ms`` the largest of those values (null when none)
 =================  ========================================================================
+
+The three ``client_*`` columns are optional: rollups kept before them lack them, and a
+reader takes a row without them as one of no client telemetry (0, null, null).
 
 by_client, by_entry and sizing come from :func:`levels` (the rollups of any range merged per
 bucket and level) through the same functions as before (pipeline.analysis), what_if from
@@ -77,7 +83,23 @@ def hourly(win: "DataFrame") -> "DataFrame":
         sketches.sketch_agg("rate").alias("rates"),
         # ties on ts have one quota: same bucket and time, same version
         F.max_by("quota", "ts").alias("q_last"), F.max("ts").alias("t_last"),
+        *_client_aggs(win),
     )
+
+
+def _client_aggs(win: "DataFrame") -> list["Column"]:
+    """count, sum and max of the samples' ``client_throttle_ms`` (NaN ignored); 0, null,
+    null when ``win`` has no such column (a topic's samples, a hand-made table)."""
+    from pyspark.sql import functions as F
+
+    if "client_throttle_ms" not in win.columns:
+        return [F.lit(0).cast("long").alias("client_samples"),
+                F.lit(None).cast("double").alias("client_sum_ms"),
+                F.lit(None).cast("double").alias("client_max_ms")]
+    c = F.col("client_throttle_ms")
+    kept = F.when(c.isNotNull() & ~F.isnan(c), c)
+    return [F.count(kept).alias("client_samples"), F.sum(kept).alias("client_sum_ms"),
+            F.max(kept).alias("client_max_ms")]
 
 
 def daily(roll: "DataFrame") -> "DataFrame":

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from quota_core.throttling import KEY_OF_TYPE
-from quota_core.telemetry.schema import SNAPSHOT_COLUMNS
+from quota_core.telemetry.schema import CLIENT_USAGE_COLUMNS, SNAPSHOT_COLUMNS
 from quota_core.telemetry.schema import USAGE_COLUMNS as _USAGE
 
 from pipeline.errors import PipelineError
@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-__all__ = ["KEY_FOR_TYPE", "USAGE_COLUMNS", "QUOTA_COLUMNS", "check_columns", "spark_schema",
-           "arrow_schema"]
+__all__ = ["KEY_FOR_TYPE", "USAGE_COLUMNS", "OPTIONAL_USAGE_COLUMNS", "QUOTA_COLUMNS",
+           "check_columns", "spark_schema", "arrow_schema"]
 
 #: Which quota bounds a sample: the broker's quota type -> the quota key (the core's table).
 KEY_FOR_TYPE: dict[str, str] = dict(KEY_OF_TYPE)
@@ -28,6 +28,8 @@ KEY_FOR_TYPE: dict[str, str] = dict(KEY_OF_TYPE)
 #: contract with the collector. A "double" column accepts any numeric type (it is cast).
 USAGE_COLUMNS: dict[str, str] = dict(_USAGE)
 QUOTA_COLUMNS: dict[str, str] = dict(SNAPSHOT_COLUMNS)
+#: Usage columns a file may lack (the clients' own throttle, issue 30): read as null then.
+OPTIONAL_USAGE_COLUMNS: dict[str, str] = dict(CLIENT_USAGE_COLUMNS)
 
 _NUMERIC = {"byte", "short", "int", "integer", "long", "bigint", "float", "double", "decimal",
             "tinyint", "smallint"}
@@ -43,8 +45,11 @@ def _kind_ok(kind: str, spark_type: str, text_ts: bool) -> bool:
 
 
 def check_columns(df: "DataFrame", columns: dict[str, str], where: str,
-                  text_ts: bool = False) -> "DataFrame":
+                  text_ts: bool = False, optional: dict[str, str] | None = None
+                  ) -> "DataFrame":
     """``df`` with exactly the contract's columns, cast to their types; else PipelineError.
+    ``optional`` columns follow them: cast when ``df`` has them (checked likewise), null
+    when it does not (files written before them).
 
     ``text_ts`` accepts ``ts`` as ISO-8601 text (JSON lines and Kafka messages carry it so);
     text that does not parse as a time is caught later, when the rows are read.
@@ -68,6 +73,11 @@ def check_columns(df: "DataFrame", columns: dict[str, str], where: str,
         elif kind == "double":
             col = col.cast("double")
         out.append(col.alias(name))
+    for name, kind in (optional or {}).items():
+        if name in have and not _kind_ok(kind, have[name], text_ts):
+            raise PipelineError(f"{where}: column {name!r} is {have[name]}, expected {kind}.",
+                                path=where, column=name)
+        out.append((F.col(name) if name in have else F.lit(None)).cast(kind).alias(name))
     return df.select(*out)
 
 

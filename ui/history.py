@@ -23,7 +23,7 @@ from ui.settings import REPO_ROOT, Places, analysis_dir, history_dir
 
 __all__ = ["Places", "places", "shares_console_history", "WHAT_IF_COLUMNS", "windows", "start_job", "job_holder", "job_running", "job_log",
            "suggested_value", "sizing_rows", "rollup_state", "range_tables", "range_sizing",
-           "bucket_hours"]
+           "bucket_hours", "bucket_client_wait"]
 
 
 def places(secrets: dict) -> Places | None:
@@ -322,6 +322,33 @@ def bucket_hours(rollups: str, updated_at: str, first: str, last: str,
     sketches = pd.concat([daily, hourly.assign(day=hourly["hour"].str[:10])[
         ["day", "rates", "q_last", "t_last"]]], ignore_index=True)
     return bucket_days(pd.concat(summaries, ignore_index=True), sketches)
+
+
+@st.cache_data(max_entries=32)
+def bucket_client_wait(rollups: str, updated_at: str, first: str, last: str,
+                       bucket: tuple[str | None, str | None, str]) -> str:
+    """The sentence on what one bucket's clients reported waiting in the hours ``first`` to
+    ``last`` (quota_core.analysis.history_rollups.client_wait over its hourly rows: four small
+    columns, its rows alone read); rollups kept before the client columns read as none."""
+    import pyarrow as pa
+
+    from quota_core.analysis import CLIENT_COLUMNS, client_wait
+    from quota_core.domain import NO_CLIENT_HISTORY_TEXT, client_wait_history
+    from quota_core.telemetry.rollup_files import read_parts
+
+    hours = [h for h in sorted(_stamps(rollups)) if first <= h <= last]
+    schema = pa.schema([("hour", pa.string()), ("user", pa.string()),
+                        ("client_id", pa.string()), ("key", pa.string()),
+                        ("client_samples", pa.int64()), ("client_sum_ms", pa.float64()),
+                        ("client_max_ms", pa.float64())])
+    user, client_id, key = bucket
+    rows = read_parts(rollups, hours, ["hour"] + CLIENT_COLUMNS, _match("user", user)
+                      & _match("client_id", client_id) & _match("key", key),
+                      schema=schema) if hours else None
+    figures = client_wait(rows.to_pandas()) if rows is not None else None
+    if figures is None:
+        return NO_CLIENT_HISTORY_TEXT
+    return client_wait_history(*figures)
 
 
 #: What Edit's what-if needs of the per-sample table: six of its 15 columns (at millions of

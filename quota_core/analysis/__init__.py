@@ -21,9 +21,10 @@ from quota_core.domain.faces import lazy_face
 _FACE: dict[str, tuple[str, ...]] = {
     "history": ("client_label", "duration_text", "throttle_heatmap", "throttled_by_broker",
                 "what_if"),
-    "history_rollups": ("as_samples", "bucket_days", "bucket_hours", "clients", "entries",
-                        "freshness", "HEAT_COLUMNS", "hour_label", "sizing", "sketch_rows",
-                        "split_range", "summarize", "SUMMARY_COLUMNS"),
+    "history_rollups": ("as_samples", "bucket_days", "bucket_hours", "CLIENT_COLUMNS",
+                        "client_wait", "clients", "entries", "freshness", "HEAT_COLUMNS",
+                        "hour_label", "sizing", "sketch_rows", "split_range", "summarize",
+                        "SUMMARY_COLUMNS"),
     "quota_sizing": ("whole_number_keys",),
     "rate_sketch": ("K", "RANK_ERROR"),
 }

@@ -19,7 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["BUCKET", "ENTRY", "SUMMARY", "SUMMARY_COLUMNS", "HEAT_COLUMNS", "hours_of",
            "hour_label", "freshness", "clients", "entries", "sizing", "sketch_rows", "split_range",
-           "summarize", "as_samples", "bucket_hours", "bucket_days"]
+           "summarize", "as_samples", "bucket_hours", "bucket_days", "CLIENT_COLUMNS",
+           "client_wait"]
 
 BUCKET = ["user", "client_id", "key"]
 ENTRY = ["source", "level", "key"]
@@ -239,3 +240,26 @@ def bucket_days(summary: "pd.DataFrame", sketches: "pd.DataFrame") -> "pd.DataFr
                         "quota": [quota.get(d, math.nan) for d in per["day"]],
                         "throttled_s": per["throttled_s"]})
     return out
+
+
+#: What the bucket's clients reported, per rollup row (pipeline.rollups): samples carrying
+#: ``client_throttle_ms``, their sum and their largest (optional columns: null in rollups
+#: kept before them, read as none).
+CLIENT_COLUMNS = ["client_samples", "client_sum_ms", "client_max_ms"]
+
+
+def client_wait(rows: "pd.DataFrame") -> tuple[float, float, int, int] | None:
+    """From one bucket's rollup rows in a range (``hour`` and :data:`CLIENT_COLUMNS`): the
+    average of the ``client_throttle_ms`` its samples carried (ms per request, as the clients
+    report it), the largest, the hours with any, and the hours with rows; None when no sample
+    carried one. A sample is a scrape of one broker: a bucket seen on 3 brokers counts each
+    scrape's figure 3 times, which leaves the average as it is."""
+    if rows.empty:
+        return None
+    n = rows["client_samples"].fillna(0)
+    if not (n > 0).any():
+        return None
+    mine = rows[n > 0]
+    mean = float(mine["client_sum_ms"].sum()) / float(n.sum())
+    return (mean, float(mine["client_max_ms"].max()), int(mine["hour"].nunique()),
+            int(rows["hour"].nunique()))

@@ -37,8 +37,9 @@ _FACE: dict[str, tuple[str, ...]] = {
     "units": ("format_bytes", "format_editable", "format_exact", "format_quota", "format_rate",
               "round_up_quota"),
     "validation": ("client_name_problems",),
-    "wording": ("clients_moved", "inherited", "plural", "quota_before", "quota_changed",
-                "read_only_refused", "TELEMETRY_NOT_COLLECTED", "verb"),
+    "wording": ("client_wait_history", "clients_moved", "inherited", "NO_CLIENT_HISTORY_TEXT",
+                "plural", "quota_before", "quota_changed", "read_only_refused",
+                "TELEMETRY_NOT_COLLECTED", "verb"),
 }
 # --- end of face ---
 

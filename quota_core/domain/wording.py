@@ -28,8 +28,9 @@ __all__ = ["plural", "verb", "against", "inherited", "inherited_short", "entry_c
            "versions_differ", "custom_callback_on", "TELEMETRY_NOT_COLLECTED",
            "NO_TELEMETRY_TEXT", "client_no_telemetry", "client_broker_unknown",
            "client_agrees_throttled", "client_ignores_throttle", "client_waits_elsewhere",
-           "client_waits_recently", "client_agrees_free", "client_waits_for_another_key", "broker_order", "brokers_text",
-           "broker_name"]
+           "client_waits_recently", "client_agrees_free", "client_waits_for_another_key",
+           "broker_order", "brokers_text", "broker_name", "NO_CLIENT_HISTORY_TEXT",
+           "client_wait_history"]
 
 #: What the console says of a cluster that collects nothing clients push (KIP-714): no broker
 #: plugin receives the pushes, or the cluster is older than Kafka 3.7.
@@ -182,6 +183,21 @@ def _where(brokers) -> str:
 
 #: Clients that push nothing: never read as "not throttled".
 NO_TELEMETRY_TEXT = "no telemetry: no subscription matches, or the client is too old"
+
+
+#: History's bucket view when no sample of the range carries what the clients reported.
+NO_CLIENT_HISTORY_TEXT = ("no client telemetry in this range: none of the bucket's clients "
+                          "pushed a throttle time (KIP-714) while the collector ran")
+
+
+def client_wait_history(mean_ms: float, max_ms: float, hours: int, of_hours: int) -> str:
+    """History's bucket view: what the bucket's clients reported waiting, per request (they
+    push averages, no request counts, so no total is claimed): ``the clients of this bucket
+    reported waiting on average 480 ms per request (at most 900 ms) in 3 of the range's 6
+    hours with samples``."""
+    return (f"the clients of this bucket reported waiting on average {mean_ms:,.0f} ms per "
+            f"request (at most {max_ms:,.0f} ms) in {hours:,} of the range's "
+            f"{plural(of_hours, 'hour')} with samples")
 
 
 def client_no_telemetry(key: str, instances: bool, collected: bool = True,

@@ -85,12 +85,14 @@ def hour_stamps(rollups: str | Path) -> dict[str, float]:
 
 
 def read_parts(rollups: str | Path, values: list[str], columns: list[str],
-               cond=None, daily: bool = False):
+               cond=None, daily: bool = False, schema=None):
     """``columns`` of the rows of the hours (or, ``daily``, the days) ``values``, as a
     pyarrow Table (the partition column, ``hour`` or ``day``, as text when asked for), only
     the rows ``cond`` keeps: a pyarrow.dataset expression over the files' columns, applied
     while reading (row-group statistics skip what it cannot keep). It opens the folders of
-    those partitions alone, not the listing of every hour. None when none of them is there."""
+    those partitions alone, not the listing of every hour. None when none of them is there.
+    ``schema`` (a pyarrow schema, the partition column included): read every file with it, a
+    column a file lacks (an optional one, in rollups kept before it) as null."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 
@@ -105,7 +107,7 @@ def read_parts(rollups: str | Path, values: list[str], columns: list[str],
             continue
     if not files:
         return None
-    dataset = ds.dataset(files, format="parquet", partition_base_dir=str(base),
+    dataset = ds.dataset(files, format="parquet", partition_base_dir=str(base), schema=schema,
                          partitioning=ds.partitioning(pa.schema([(part, pa.string())]),
                                                       flavor="hive"))
     return dataset.to_table(columns=columns, filter=cond)
