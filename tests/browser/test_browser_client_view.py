@@ -41,6 +41,13 @@ def _shot(pg, name: str) -> None:
     shutil.copy(SHOTS / name, COPIES / name)
 
 
+def _fits(grid) -> None:
+    """Every column of the table in view: the instance id is not cut off at the right edge."""
+    scroller = grid.locator(".dvn-scroller").first
+    width, room = scroller.evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert width <= room, (width, room)
+
+
 def _produce(bootstrap: str, stop: threading.Event) -> None:
     """A librdkafka producer at twice its quota, all to broker 2, pushing its metrics."""
     from confluent_kafka import Producer
@@ -123,6 +130,15 @@ def test_the_live_panel_and_throttled_now_show_what_the_client_reports(page, ove
         expect(grid).to_contain_text("confluent-kafka-python")
         expect(grid).to_contain_text(re.compile(r"\d+ ms"))
         expect(grid).to_contain_text(re.compile(r"\d+ s ago"))
+        # The sentence's command is code, never shown with its backticks.
+        expect(main.get_by_text("the clients push telemetry but no throttle time")).to_be_visible()
+        expect(main).not_to_contain_text("`telemetry subscribe`")
+        expect(main.locator("code", has_text="telemetry subscribe").first).to_be_visible()
+        # consumer_byte_rate and controller_mutation_rate: no throttle pushed, and the same
+        # instance as above; their sentences say so, no repeated table.
+        expect(main.get_by_test_id("stDataFrame").filter(
+            has_text="confluent-kafka-python")).to_have_count(2)
+        _fits(grid)
         page.wait_for_timeout(500)
         _shot(page, "client-view-resolve.png")
 
@@ -134,6 +150,7 @@ def test_the_live_panel_and_throttled_now_show_what_the_client_reports(page, ove
         grid = main.get_by_test_id("stDataFrame").filter(has_text="confluent-kafka-python").first
         expect(grid).to_contain_text(CLIENT)
         expect(grid).to_contain_text(re.compile(r"\d+ ms"))
+        _fits(grid)
         page.wait_for_timeout(500)
         _shot(page, "client-view-throttled.png")
     finally:
