@@ -130,10 +130,15 @@ def test_the_live_panel_and_throttled_now_show_what_the_client_reports(page, ove
         expect(grid).to_contain_text("confluent-kafka-python")
         expect(grid).to_contain_text(re.compile(r"\d+ ms"))
         expect(grid).to_contain_text(re.compile(r"\d+ s ago"))
-        # The sentence's command is code, never shown with its backticks.
-        expect(main.get_by_text("the clients push telemetry but no throttle time")).to_be_visible()
-        expect(main).not_to_contain_text("`telemetry subscribe`")
-        expect(main.locator("code", has_text="telemetry subscribe").first).to_be_visible()
+        # A producer in the consumer_byte_rate bucket does not fetch (not "fix your
+        # subscription"), and its produce wait under request_percentage is named as
+        # producer_byte_rate's (not "look at other quotas"); no sentence shows raw backticks.
+        expect(main).to_contain_text("the clients push produce throttle times but none for "
+                                     "fetch: they do not fetch here")
+        expect(main).to_contain_text(re.compile(
+            r"waiting \d+ ms per request, from its producer_byte_rate quota, which the broker "
+            r"throttles now; this key does not throttle it"))
+        expect(main).not_to_contain_text("`")
         # consumer_byte_rate and controller_mutation_rate: no throttle pushed, and the same
         # instance as above; their sentences say so, no repeated table.
         expect(main.get_by_test_id("stDataFrame").filter(
