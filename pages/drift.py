@@ -12,18 +12,14 @@ import streamlit as st
 from quota_core.planning import quota_drift
 from quota_core.domain import format_quota
 from ui.context import context, secrets_dict
-from ui.fleet import CLUSTER_PARAM, console_fleet, read_only_refusal
-from ui.fleet_page import PROMOTE_PARAM, fleet_timeout, snapshots_of
+from ui.fleet import CLUSTER_PARAM, read_only_refusal
+from ui.fleet_page import PROMOTE_PARAM, fleet_timeout, page_fleet, snapshots_of
 from ui.text import code, md
 
 ctx = context()
 st.title("Drift between clusters")
 env, secrets = dict(os.environ), secrets_dict()
-try:
-    fleet = ctx.fleet if ctx.fleet is not None else console_fleet(env, secrets)
-except Exception as exc:  # noqa: BLE001 - a malformed file: its message, not a traceback
-    st.error(md(str(exc)), icon=":material/error:")
-    st.stop()
+fleet = page_fleet(ctx, env, secrets)
 names = fleet.names()
 if len(names) < 2:
     st.info("Drift compares two clusters: the fleet has "

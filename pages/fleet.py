@@ -10,19 +10,14 @@ import os
 import streamlit as st
 
 from ui.context import context, secrets_dict
-from ui.fleet_page import fleet_table_rows, render_rows
-from ui.fleet import console_fleet
+from ui.fleet_page import fleet_table_rows, page_fleet, render_rows
 from ui.settings import kafka_timeout
 from ui.text import md
 
 ctx = context()
 st.title("Fleet")
 env, secrets = dict(os.environ), secrets_dict()
-try:
-    fleet = ctx.fleet if ctx.fleet is not None else console_fleet(env, secrets)
-except Exception as exc:  # noqa: BLE001 - a malformed file: its message, not a traceback
-    st.error(md(str(exc)), icon=":material/error:")
-    st.stop()
+fleet = page_fleet(ctx, env, secrets)
 timeout = kafka_timeout(env, secrets)
 st.caption(f"{len(fleet)} cluster{'s' if len(fleet) != 1 else ''} from {md(fleet.source)}, "
            f"read at once; each has {timeout:g} s to answer. Buckets throttled now come from a "

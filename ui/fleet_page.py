@@ -11,11 +11,13 @@ import streamlit as st
 from quota_core.changes.audit import AuditLog
 from quota_core.domain import ClusterConfig, Fleet
 
-from ui.fleet import FleetRow, check_cluster, cluster_spec, fleet_rows, over_fleet
+from ui.fleet import (FleetRow, check_cluster, cluster_spec, console_fleet, fleet_rows,
+                      over_fleet)
 from ui.registry import registry
 from ui.settings import cache_ttl
+from ui.text import md
 
-__all__ = ["fleet_table_rows", "render_rows", "snapshots_of", "fleet_timeout",
+__all__ = ["page_fleet", "fleet_table_rows", "render_rows", "snapshots_of", "fleet_timeout",
            "promotion_source", "read_cluster_set", "PROMOTE_PARAM", "fleet_resolution",
            "promotion_preview_notes"]
 
@@ -23,12 +25,20 @@ __all__ = ["fleet_table_rows", "render_rows", "snapshots_of", "fleet_timeout",
 PROMOTE_PARAM = "from_cluster"
 
 
+def page_fleet(ctx, env: Mapping[str, str], secrets: Mapping[str, Any]) -> Fleet:
+    """The fleet a page shows: the one the sidebar read, else the configured one. A
+    malformed file is its message on the page (never a traceback), and the page stops."""
+    try:
+        return ctx.fleet if ctx.fleet is not None else console_fleet(env, secrets)
+    except Exception as exc:  # noqa: BLE001 - a malformed file: its message, not a traceback
+        st.error(md(str(exc)), icon=":material/error:")
+        st.stop()
+
+
 def promotion_source(ctx) -> ClusterConfig | None:
     """The cluster a promotion copies (Plan's ``?from_cluster=NAME``, from the Drift page),
     or None for a plan from a file. Stops the page, saying why, when it names no other
     cluster of the fleet."""
-    from ui.text import md
-
     name = st.query_params.get(PROMOTE_PARAM)
     if name is None:
         return None

@@ -74,11 +74,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.to.startswith("kafka:") and not args.bootstrap_server:
         raise ParseError(f"--to {args.to} writes to a topic: give the cluster with "
                          f"--bootstrap-server.")
-    for flag in ("every", "snapshot_every", "status_every", "timeout"):
-        value = getattr(args, flag)
-        if not (math.isfinite(value) and value > 0):
-            raise ParseError(f"--{flag.replace('_', '-')} {value:g}: give a number of seconds "
-                             f"greater than 0.")
+    _check_seconds(args)
     if args.serve is not None:
         from quota_core.telemetry.exporter import parse_listen
 
@@ -176,6 +172,11 @@ def _check_fleet(args: argparse.Namespace) -> None:
     if args.to.startswith("kafka:"):
         raise UsageError(f"--all-clusters writes each cluster's history to a folder of its own "
                          f"(its history_dir, else DIR/NAME): give --to DIR, not {args.to}.")
+    _check_seconds(args)
+
+
+def _check_seconds(args: argparse.Namespace) -> None:
+    """Every period and timeout flag is a number of seconds greater than 0."""
     for flag in ("every", "snapshot_every", "status_every", "timeout"):
         value = getattr(args, flag)
         if not (math.isfinite(value) and value > 0):
