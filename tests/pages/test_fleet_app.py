@@ -299,3 +299,19 @@ def test_history_is_the_picked_clusters_own(fleet, monkeypatch, tmp_path):
     shown = " ".join(alerts(at) + texts(at.caption) + texts(at.markdown))
     assert "console-history" not in shown, shown
     assert "No usage history for cluster `prod`: give it its own `history_dir`" in shown, shown
+
+
+HOSTILE = ("**PWN**_`c`$x$[l](http://e.test)|t|<b>x</b>", "<default>", "a=b,c%20 d")
+
+
+def test_drift_shows_hostile_names_as_written(fleet):
+    """Entity names are opaque text on the Drift page: markup, a user literally named
+    `<default>`, `=`, `,` and `%` come back exactly, each in its own row."""
+    with SandboxBackend(fleet["clusters"]["staging"]["sandbox"]) as backend:
+        backend.replace_all({**STAGING, **{E(user=name): {"consumer_byte_rate": (n + 1) * MiB}
+                                           for n, name in enumerate(HOSTILE)}})
+    at = run_app("pages/drift.py", secrets=fleet, query={"a": "staging", "b": "prod"})
+    assert not at.exception, [e.value for e in at.exception]
+    shown = [str(v) for t in at.table for v in t.value["entity"]]
+    for name in HOSTILE:
+        assert E(user=name).display() in shown, (name, shown)
