@@ -30,7 +30,7 @@ __all__ = ["plural", "verb", "against", "inherited", "inherited_short", "entry_c
            "client_agrees_throttled", "client_ignores_throttle", "client_waits_elsewhere",
            "client_waits_recently", "client_agrees_free", "client_waits_for_another_key",
            "broker_order", "brokers_text", "broker_name", "NO_CLIENT_HISTORY_TEXT",
-           "client_wait_history"]
+           "client_wait_history", "ms_text"]
 
 #: What the console says of a cluster that collects nothing clients push (KIP-714): no broker
 #: plugin receives the pushes, or the cluster is older than Kafka 3.7.
@@ -167,7 +167,9 @@ def custom_callback_on(cluster: str, callback: str, brokers: str) -> str:
 # quota_core.throttling.client_view: what the clients of a bucket report (KIP-714) beside the broker's
 # verdict. One sentence each; the brokers are named as the live sentences name them.
 
-def _ms(ms: float | None) -> str:
+def ms_text(ms: float | None) -> str:
+    """A wait as people read it: ``480 ms``, ``1.2 s``; ``an unknown time`` for None. The one
+    rule for every sentence that names a throttle time (live, story, the client's side)."""
     if ms is None:
         return "an unknown time"
     return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
@@ -222,7 +224,7 @@ def client_no_telemetry(key: str, instances: bool, collected: bool = True,
 
 def client_broker_unknown(n: int, avg_ms: float) -> str:
     """The broker side is unknown (a broker not read): no agreement is claimed."""
-    said = (f"reports waiting {_ms(avg_ms)} per request" if avg_ms
+    said = (f"reports waiting {ms_text(avg_ms)} per request" if avg_ms
             else "reports no throttle time")
     return (f"{_clients(n)} {said}, but whether the broker throttles this bucket is unknown "
             f"(a broker was not read): no agreement is claimed")
@@ -233,10 +235,10 @@ def client_agrees_throttled(brokers, waiting: int, reporting: int, avg_ms: float
     """Both sides throttled: the example of issue 30."""
     who = "the client reports" if reporting == 1 else (
         f"{waiting:,} of its {reporting:,} client instances report")
-    most = f" (at most {_ms(max_ms)})" if max_ms is not None and avg_ms is not None \
+    most = f" (at most {ms_text(max_ms)})" if max_ms is not None and avg_ms is not None \
         and max_ms > avg_ms else ""
     return (f"the broker throttles this bucket on {_where(brokers)}, and {who} waiting "
-            f"{_ms(avg_ms)} per request there{most}")
+            f"{ms_text(avg_ms)} per request there{most}")
 
 
 def client_ignores_throttle(brokers, reporting: int) -> str:
@@ -249,7 +251,7 @@ def client_ignores_throttle(brokers, reporting: int) -> str:
 def client_waits_elsewhere(n: int, avg_ms: float | None) -> str:
     """The clients wait, no client quota bucket of theirs is throttled."""
     who = "the client reports" if n == 1 else f"{n:,} client instances report"
-    return (f"{who} throttle time ({_ms(avg_ms)} per request), but no client quota bucket "
+    return (f"{who} throttle time ({ms_text(avg_ms)} per request), but no client quota bucket "
             f"of it is throttled: look at other quotas (replication, controller mutation, "
             f"connection rate)")
 
@@ -259,7 +261,7 @@ def client_waits_for_another_key(n: int, avg_ms: float | None, keys: tuple[str, 
     client's throttle time is one figure for all the quotas of a request (Kafka answers with
     the largest delay), so it is that key's wait, not this one's."""
     who = "the client reports" if n == 1 else f"{n:,} client instances report"
-    return (f"{who} waiting {_ms(avg_ms)} per request, from its {' and '.join(keys)} "
+    return (f"{who} waiting {ms_text(avg_ms)} per request, from its {' and '.join(keys)} "
             f"quota, which the broker throttles now; this key does not throttle it")
 
 
@@ -267,7 +269,7 @@ def client_waits_recently(n: int, avg_ms: float | None) -> str:
     """The broker throttled recently; the clients' averages still hold those waits."""
     who = "the client reports" if n == 1 else f"{n:,} client instances report"
     return (f"the broker throttled this bucket recently, not now, and {who} waiting "
-            f"{_ms(avg_ms)} per request over its last pushes")
+            f"{ms_text(avg_ms)} per request over its last pushes")
 
 
 def client_agrees_free(n: int) -> str:

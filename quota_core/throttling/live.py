@@ -28,7 +28,8 @@ from typing import Iterable, Mapping, Protocol, Sequence
 
 from quota_core.domain import ladder
 from quota_core.domain.entities import CLIENT_ID, USER, Entity
-from quota_core.domain.wording import broker_name, broker_order, brokers_text  # noqa: F401 - their home is wording; importers here keep working
+from quota_core.domain.wording import (broker_name, broker_order, brokers_text,  # noqa: F401
+                                       ms_text)  # their home is wording; importers here keep working
 from quota_core.throttling.throttle import estimate_throttle, mutation_throttle_ms
 
 __all__ = ["QUOTA_TYPES", "KEY_OF_TYPE", "NOW_SHARE", "CONFIRM_S", "BucketUsage", "live_verdict",
@@ -178,7 +179,7 @@ class BucketUsage:
         if self.throttled:
             wait = self.throttle_ms if self.throttle_ms else self.estimated_throttle_ms
             told = "" if not self.throttle_ms else " as the broker reports"
-            return text + f", so each request waits ≈ {_duration(wait)}{told}."
+            return text + f", so each request waits ≈ {ms_text(wait)}{told}."
         share = "" if self.utilisation is None else f" ({self.utilisation:.0%} of it)"
         if self.recent:
             return text + f"{share}: throttled recently, not now."
@@ -223,10 +224,6 @@ def recent_verdict(figures: Iterable) -> bool:
     figures = list(figures)
     return not any(f.throttled for f in figures) and any(getattr(f, "recent", False)
                                                          for f in figures)
-
-
-def _duration(ms: float) -> str:
-    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
 
 
 def finite(value: float | None) -> float | None:

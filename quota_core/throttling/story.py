@@ -18,7 +18,7 @@ from quota_core.throttling.live import broker_name, brokers_text
 from quota_core.domain.membership import Tags
 from quota_core.domain.units import format_quota, format_rate
 from quota_core.throttling.verdict import BrokerFigure, KeyVerdict, tags_entity
-from quota_core.domain.wording import against
+from quota_core.domain.wording import against, ms_text
 
 __all__ = ["Sentence", "client_story", "bucket_details", "others_story", "set_back_story",
            "story", "quiet_story", "unknown_story", "has_traffic", "traffic", "is_quiet",
@@ -36,10 +36,6 @@ class Sentence:
     #: What the sentence asserts: ``subject`` ("client" or "other"), ``bucket`` (tags),
     #: ``throttled`` (bool), ``level``, ``limit``, ``brokers``.
     claims: dict = field(default_factory=dict)
-
-
-def _duration(ms: float) -> str:
-    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
 
 
 def _bucket(tags: Tags) -> str:
@@ -122,7 +118,7 @@ def _status(v: KeyVerdict) -> Sentence | None:
         told = " as the broker reports" if all(b.throttle_ms for b in hot) else ""
         return Sentence(STATUS, f"{who} is throttled now on {v.key}, in its bucket "
                                 f"{_bucket(v.bucket)}: {_figures(v.key, tuple(hot), v.limit)}; each request waits "
-                                f"≈ {_duration(max(waits))}{told}.",
+                                f"≈ {ms_text(max(waits))}{told}.",
                         {**claims, "throttled": True,
                          "brokers": tuple(b.broker for b in hot)})
     if v.limit is None:
@@ -159,7 +155,7 @@ def bucket_details(v: KeyVerdict) -> list[Sentence]:
         elif b.throttled:
             wait = b.throttle_ms if b.throttle_ms else b.estimated_ms
             told = " as the broker reports" if b.throttle_ms else ""
-            text += f", so each request waits ≈ {_duration(wait)}{told}."
+            text += f", so each request waits ≈ {ms_text(wait)}{told}."
         else:
             share = "" if b.utilisation is None else f" ({b.utilisation:.0%} of it)"
             text += f"{share}: " + ("throttled recently, not now." if b.recent
