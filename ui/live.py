@@ -114,7 +114,14 @@ class LiveFeed:
 
     def _loop(self) -> None:
         while True:
-            frame = self._round()
+            try:
+                frame = self._round()
+            except RuntimeError:
+                # The interpreter is ending (its thread pools take no more work): the page
+                # process is going away, and a traceback on its stderr would say nothing.
+                if not threading.main_thread().is_alive():
+                    return
+                raise
             with self._lock:
                 self.frames.append(frame)
             time.sleep(max(0.0, self.every_s - (time.time() - frame.at)))

@@ -115,12 +115,15 @@ def lease_min_isr(replicas: int) -> int:
 
 def _transient(exc: BaseException) -> bool:
     """A librdkafka error worth asking again (a moved leader or controller, a timeout, a lost
-    connection), not a refusal."""
+    connection), not a refusal. ``_DESTROY_BROKER`` is a request that was on a broker handle
+    librdkafka dropped: it drops the bootstrap handle once metadata names the real
+    brokers (librdkafka#4557), so a client's first request can fail so (a CI run saw it)."""
     from confluent_kafka import KafkaError
 
     err = _kafka_error(exc)
     return err is not None and _refusal(exc, None) is None and (
-        err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT))
+        err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+                                          KafkaError._DESTROY_BROKER))
 
 
 def _new_admin(conf: Mapping[str, object]):
@@ -322,7 +325,14 @@ def kafka_write_lease(conf: Mapping[str, object], holder: str, wait_s: float,
                              "transactional.id": tid, "linger.ms": 0,
                              "transaction.timeout.ms": int(txn_s * 1000)},
                             logger=_rdkafka_log)
-        producer.init_transactions(max(0.5, deadline - time.monotonic()))
+        while True:  # a retriable failure may be asked again (librdkafka's own rule)
+            try:
+                producer.init_transactions(max(0.5, deadline - time.monotonic()))
+                break
+            except KafkaException as exc:
+                if not _transient(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
         producer.begin_transaction()
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         t0 = time.monotonic()  # before the ticket leaves: never later than the coordinator's
