@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -210,9 +211,24 @@ class LocalCluster:
     def stop(self, timeout: float = 30) -> None:
         """Stop every node (controlled shutdown, in parallel: a lone voter cannot shut down
         cleanly while it waits for its quorum, so none is left for last)."""
-        if self.nodes:
-            with ThreadPoolExecutor(len(self.nodes)) as pool:
-                list(pool.map(lambda n: n.stop(timeout), self.nodes))
+        # Plain threads, not a pool: stop() also runs from atexit hooks, where a thread pool
+        # takes no more work ("cannot schedule new futures after interpreter shutdown").
+        failures: list[BaseException] = []
+
+        def stop(node) -> None:
+            try:
+                node.stop(timeout)
+            except BaseException as exc:  # noqa: BLE001 - raised below, once all are stopped
+                failures.append(exc)
+
+        stoppers = [threading.Thread(target=stop, args=(node,), name=f"stop-{i}")
+                    for i, node in enumerate(self.nodes)]
+        for thread in stoppers:
+            thread.start()
+        for thread in stoppers:
+            thread.join()
+        if failures:
+            raise failures[0]
         (self.workdir / CLUSTER_FILE).unlink(missing_ok=True)
 
     # ----------------------------------------------------------------- state file

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 import streamlit as st
 
@@ -16,6 +16,7 @@ from ui.browse import ALL_KEYS, quota_frame
 from quota_core.backends.open import open_backend
 from quota_core.errors import QuotaError
 from quota_core.planning import clients_from_entries
+from quota_core.throttling import broker_order
 from ui.membership import SharedMembership
 from ui.settings import ConnectionSpec
 from quota_core.backends.locked import LockedBackend
@@ -109,6 +110,12 @@ class Health:
     error: str | None = None
     #: Since when it has answered without a failure in between (None: it does not answer).
     up_since: float | None = None
+    #: The brokers the cluster's metadata named in its last answer (empty: not known, or a
+    #: sandbox).
+    node_ids: tuple[str, ...] = ()
+    #: node id → since when: a broker this process saw in the cluster's metadata that its
+    #: last answer no longer names (stopped, fenced after a crash, or removed).
+    missing: tuple[tuple[str, float], ...] = ()
 
 
 def _clock(t: float) -> str:
@@ -139,24 +146,39 @@ class Registry:
         self._backends: dict[str, QuotaBackend] = {}
         self._snapshots: dict[str, Snapshot] = {}
         self._health: dict[str, Health] = {}
+        #: Every broker each connection's metadata has named in this process.
+        self._seen_nodes: dict[str, set[str]] = {}
         self._watchers: dict[str, threading.Thread] = {}
 
     def health(self, spec: ConnectionSpec) -> Health:
         with self._lock:
             return self._health.get(spec.key, Health())
 
-    def _record(self, key: str, error: str | None) -> None:
+    def _record(self, key: str, error: str | None,
+                node_ids: tuple[str, ...] | None = None) -> None:
+        """Note an answer (``error`` None; ``node_ids``: the brokers it named, None when the
+        answer did not say) or a failure. A broker seen before and absent now is kept in
+        :attr:`Health.missing`, with the time it was first found absent."""
         now = time.time()
         with self._lock:
             old = self._health.get(key, Health())
+            if error is not None:
+                self._health[key] = replace(old, failing_since=old.failing_since or now,
+                                            error=error, up_since=None)
+                return
             up = old.up_since if old.up_since is not None and old.failing_since is None else now
-            self._health[key] = (Health(now, up_since=up) if error is None else
-                                 Health(old.last_ok, old.failing_since or now, error))
+            seen = self._seen_nodes.setdefault(key, set())
+            nodes = old.node_ids if node_ids is None else tuple(node_ids)
+            seen.update(nodes)
+            since = dict(old.missing)
+            missing = tuple((n, since.get(n, now)) for n in sorted(seen - set(nodes), key=broker_order))
+            self._health[key] = Health(now, up_since=up, node_ids=nodes, missing=missing)
 
-    def record(self, spec: ConnectionSpec, error: str | None) -> None:
+    def record(self, spec: ConnectionSpec, error: str | None,
+               node_ids: tuple[str, ...] | None = None) -> None:
         """Note that the cluster answered (``error`` None) or did not, and why: what the
         Fleet page learns when it reads a cluster, kept with what the watch learns."""
-        self._record(spec.key, error)
+        self._record(spec.key, error, node_ids)
 
     def watch(self, spec: ConnectionSpec, every_s: float) -> None:
         """Start (once per connection and process) the thread that asks the open backend
@@ -177,12 +199,12 @@ class Registry:
             if backend is None:
                 continue  # not open (a failed connection shows its own banner)
             try:
-                backend.info()
+                info = backend.info()
             except Exception as exc:  # noqa: BLE001 - any failure means "not answering"
                 self._record(key, str(exc) if isinstance(exc, QuotaError)
                              else f"{type(exc).__name__}: {exc}")
             else:
-                self._record(key, None)
+                self._record(key, None, info.node_ids)
 
     def _key_lock(self, key: str) -> threading.Lock:
         with self._lock:
@@ -216,7 +238,7 @@ class Registry:
             frame = quota_frame(quotas)
             snap = Snapshot(quotas, frame, info, time.time(), time.perf_counter() - started)
             self._snapshots[spec.key] = snap
-            self._record(spec.key, None)
+            self._record(spec.key, None, info.node_ids)
             _keep_out_of_gc(collect=True)
             return snap
 

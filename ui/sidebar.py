@@ -15,6 +15,7 @@ import streamlit as st
 from quota_core.backends.base import QuotaBackend
 from quota_core.changes.audit import AuditLog
 from quota_core.errors import QuotaError
+from quota_core.throttling import brokers_text
 
 from ui.page_context import PageContext, remember, secrets_dict
 from ui.identity import (LOCAL, LOCAL_MODE_DETAIL, LOCAL_MODE_NOTICE, PROXY, SIGNIN, Identity,
@@ -165,6 +166,13 @@ def card_state(snapshot: Snapshot | None, health: Health) -> tuple[str, str | No
     if snapshot is None:
         return "down", "unreachable"
     if health.failing_since is None:
+        if health.missing:
+            # The cluster answers, but not with every broker it had: never a plain green.
+            first = min(since for _, since in health.missing)
+            gone = brokers_text(node for node, _ in health.missing)
+            verb = "is" if len(health.missing) == 1 else "are"
+            return "stale", (f"{gone} {verb} missing from the cluster's metadata since "
+                             f"{_clock(first)}: stopped, fenced after a crash, or removed")
         return "ok", None
     last = health.last_ok if health.last_ok is not None else snapshot.loaded_at
     return "stale", f"not answering since {_clock(last)}"
@@ -187,12 +195,18 @@ def _watched_card(spec: ConnectionSpec, snapshot: Snapshot) -> None:
 def _card(spec: ConnectionSpec, snapshot: Snapshot | None) -> None:
     kind = {"kafka": "Kafka cluster", "sandbox": "Sandbox file"}.get(spec.kind, spec.kind)
     lines = [f"**{md(spec.label)}**", f"{kind} · {code(spec.location)}"]
-    tone, status = card_state(snapshot, registry().health(spec))
+    health = registry().health(spec)
+    tone, status = card_state(snapshot, health)
     if snapshot is not None:
         info = snapshot.info
-        brokers = "?" if info.broker_count is None else str(info.broker_count)
+        # The brokers the watch's last answer named (it asks every few seconds), not the
+        # count at the last describe: a stopped broker leaves the metadata within seconds.
+        count = len(health.node_ids) if health.node_ids else info.broker_count
+        brokers = "?" if count is None else str(count)
         lines.append(f"cluster id {code(info.cluster_id or '?')} · {brokers} "
-                     f"broker{'s' if brokers != '1' else ''}")
+                     f"broker{'s' if brokers != '1' else ''}"
+                     + (f" (of {len(health.node_ids) + len(health.missing)})"
+                        if health.missing and health.node_ids else ""))
         lines.append(f"{len(snapshot.quotas):,} quota entries")
     if snapshot is not None:
         # Inside the card's fragment, so its age keeps counting beside the banner's.

@@ -49,6 +49,43 @@ def test_the_connection_card_turns_amber_when_the_cluster_stops_answering(sandbo
     assert not any("not answering" in t for t in texts(at.sidebar.warning))
 
 
+def test_the_card_is_never_plain_green_while_a_broker_has_left_the_metadata(sandbox):  # noqa: F811
+    from ui.registry import registry
+
+    at = run_app()
+    spec = at.session_state["_quota_page_context"].spec
+    reg = registry()
+    # What the background watch records (Registry._watch): the cluster's metadata named three
+    # brokers, then only two (broker 2 stopped, or fenced after a crash).
+    reg._record(spec.key, None, ("1", "2", "3"))
+    before = time.time()
+    reg._record(spec.key, None, ("1", "3"))
+    try:
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert not any("13 quota entries" in t for t in texts(at.sidebar.success))
+        [card] = [t for t in texts(at.sidebar.warning) if "13 quota entries" in t]
+        since = time.strftime("%H:%M:%S", time.localtime(dict(reg.health(spec).missing)["2"]))
+        assert reg.health(spec).missing[0][1] >= before - 1
+        assert f"broker 2 is missing from the cluster's metadata since {since}" in card, card
+        assert "2 brokers (of 3)" in card, card
+        # Still missing at the next answer: the time it was first found absent stays.
+        reg._record(spec.key, None, ("1", "3"))
+        assert dict(reg.health(spec).missing)["2"] <= before + 5
+        # A failed answer keeps what was known of the brokers.
+        reg._record(spec.key, "Cannot reach 127.0.0.1:9")
+        assert reg.health(spec).node_ids == ("1", "3") and reg.health(spec).missing
+        reg._record(spec.key, None, ("1", "2", "3"))  # back: green again
+        at.run()
+        assert not reg.health(spec).missing
+        assert any("13 quota entries" in t and "3 brokers" in t
+                   for t in texts(at.sidebar.success))
+        assert not any("missing from" in t for t in texts(at.sidebar.warning))
+    finally:  # a sandbox has no brokers: leave its connection as the watch would
+        reg._seen_nodes.pop(spec.key, None)
+        reg._record(spec.key, None, ())
+
+
 def test_throttle_ms_is_blank_when_the_broker_reports_none(sandbox, endpoint):  # noqa: F811
     at = run_app("pages/throttled.py")
     _wait_for(at, lambda a: a.dataframe)

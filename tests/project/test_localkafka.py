@@ -359,3 +359,24 @@ def test_cli_up_status_down_cover_every_node(tmp_path: Path) -> None:
         assert run([*lk, "status", "--dir", str(tmp_path)]).returncode == 3
     finally:
         stop_running(tmp_path)
+
+
+def test_a_cluster_stopped_from_an_atexit_hook_stops_every_node(tmp_path: Path) -> None:
+    """tests/kafka_fixtures.py stops what is left at exit: there, a thread pool takes no more
+    work, and a pool-based stop failed with "cannot schedule new futures" (a CI run's log)."""
+    script = (
+        "import atexit, pathlib, sys\n"
+        "from localkafka import LocalCluster\n"
+        "stopped = []\n"
+        "cluster = LocalCluster(pathlib.Path(sys.argv[1]), brokers=3)\n"
+        "cluster._make_nodes()\n"
+        "for node in cluster.nodes:\n"
+        "    node.stop = lambda timeout=30, node=node: stopped.append(node.node_id)\n"
+        "def report():\n"
+        "    print('stopped', sorted(stopped), flush=True)\n"
+        "atexit.register(report)\n"  # atexit runs last-registered first: after the stop
+        "atexit.register(cluster.stop)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "stopped [1, 2, 3]" in done.stdout, (done.stdout, done.stderr)

@@ -120,3 +120,35 @@ def test_throttled_now_names_the_broker_it_cannot_see_and_gives_no_all_clear(
     assert [w for w in texts(at.warning) if "Broker" in w] == [
         "Broker 3: no metrics endpoint given: its throttling is not visible."]
     assert not at.main.success  # never green while a broker is not watched
+
+
+def test_the_connection_card_turns_amber_while_a_broker_is_out_and_green_once_it_is_back(
+        kafka_cluster, env):
+    """A real stopped broker: KRaft drops it from the metadata at once (a SIGKILLed one once
+    its session expires, ~11 s here); the cluster still answers, so only the card can say it."""
+    from tests.app_steps import run_app, texts
+
+    env.setenv("QUOTA_BOOTSTRAP_SERVERS", kafka_cluster.bootstrap)
+    env.setenv("QUOTA_WATCH_EVERY", "0.5")
+    at = run_app("pages/browse.py")
+    assert any("3 brokers" in t for t in texts(at.sidebar.success)), texts(at.sidebar.success)
+
+    def card_until(says: str, where) -> str:
+        deadline = time.monotonic() + 30
+        while True:
+            at.run()
+            found = [t for t in texts(where(at)) if says in t]
+            if found:
+                return found[0]
+            assert time.monotonic() < deadline, texts(at.sidebar.success) + texts(at.sidebar.warning)
+            time.sleep(0.5)
+
+    kafka_cluster.node(3).stop(30)
+    try:
+        card = card_until("missing from the cluster's metadata", lambda a: a.sidebar.warning)
+        assert "broker 3 is missing" in card and "2 brokers (of 3)" in card, card
+        assert not any("3 brokers" in t for t in texts(at.sidebar.success))
+    finally:
+        kafka_cluster.restart(3)
+    card = card_until("3 brokers", lambda a: a.sidebar.success)
+    assert "missing" not in card
