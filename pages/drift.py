@@ -14,7 +14,7 @@ from quota_core.domain import format_quota
 from ui.context import context, secrets_dict
 from ui.fleet import CLUSTER_PARAM, read_only_refusal
 from ui.fleet_page import PROMOTE_PARAM, fleet_timeout, page_fleet, snapshots_of
-from ui.text import code, md
+from ui.text import code, md, md_frame
 
 ctx = context()
 st.title("Drift between clusters")
@@ -105,8 +105,8 @@ def _what(values):
 st.subheader(f"{len(rows):,} difference{'s' if len(rows) != 1 else ''}")
 shown = [{"entity": r.entity.display(), "key": r.key, a: _cell(r.key, r.values[a]),
           b: _cell(r.key, r.values[b]), "": _what(r.values)} for r in rows[:5000]]
-if len(shown) <= 200:  # a static table reads at a glance (and its text is text)
-    st.table(pd.DataFrame(shown).style.hide(axis="index"))
+if len(shown) <= 200:  # a static table reads at a glance (md_frame: its text stays text)
+    st.table(md_frame(pd.DataFrame(shown)).style.hide(axis="index"))
 else:
     st.dataframe(shown, hide_index=True, use_container_width=True, key="dr_rows")
 if len(rows) > 5000:

@@ -21,7 +21,7 @@ from ui.fleet_page import fleet_resolution, fleet_timeout
 from ui.brokers import settings_warnings
 from ui.story import notes_html, sentences_html, shared_verdicts
 from quota_core.throttling import client_story
-from ui.text import md
+from ui.text import md, md_frame
 
 ctx = context()
 st.title("Resolve & explain")
@@ -97,7 +97,7 @@ def answer() -> None:
         fleet_rows, differ = fleet_resolution(ctx.fleet, query, dict(os.environ),
                                               secrets_dict(),
                                               fleet_timeout(dict(os.environ), secrets_dict()))
-        st.table(pd.DataFrame(fleet_rows).fillna("").style.hide(axis="index"))
+        st.table(md_frame(pd.DataFrame(fleet_rows).fillna("")).style.hide(axis="index"))
         st.caption(("Differs between the clusters: " + ", ".join(differ) + ".") if differ
                    else "The same effective quota on every cluster that answered.")
         if ctx.cluster is not None:

@@ -34,6 +34,16 @@ def run_app(page: str | None = None, *, operator: str | None = None, query: dict
     return at
 
 
+def table_rows(table) -> list[dict]:
+    """An ``st.table``'s rows as people read them: its cells and column labels went through
+    ``ui.text.md_frame`` (st.table renders markdown), so the escapes come off here."""
+    def shown(value):
+        return unmd(value) if isinstance(value, str) else value
+
+    return [{shown(k): shown(v) for k, v in row.items()}
+            for row in table.value.to_dict("records")]
+
+
 def texts(elements) -> list[str]:
     """What each element shows: markdown (alerts, captions) as read, without the escapes that
     ``ui.text.md`` puts around names."""

@@ -15,7 +15,7 @@ from ui.fleet import (FleetRow, check_cluster, cluster_spec, console_fleet, flee
                       over_fleet)
 from ui.registry import registry
 from ui.settings import cache_ttl
-from ui.text import md
+from ui.text import md, md_frame
 
 __all__ = ["page_fleet", "fleet_table_rows", "render_rows", "snapshots_of", "fleet_timeout",
            "promotion_source", "read_cluster_set", "PROMOTE_PARAM", "fleet_resolution",
@@ -226,8 +226,9 @@ def render_rows(slot, fleet: Fleet, rows: dict[str, FleetRow]) -> None:
                  "background-color: #e6f4ea" if state.startswith("reachable") else "")
         return [color if col == "state" else "" for col in row.index]
 
-    # A static table (a fleet is tens of rows): readable at a glance, and its text is text.
-    slot.table(frame.style.apply(tone, axis=1).hide(axis="index"))
+    # A static table (a fleet is tens of rows): readable at a glance; md_frame keeps its
+    # text text (st.table renders markdown in cells).
+    slot.table(md_frame(frame).style.apply(tone, axis=1).hide(axis="index"))
 
 
 #: Clusters that just failed to answer: a keystroke on Resolve does not wait for them again.

@@ -18,15 +18,16 @@ link. :func:`md` turns any text into markdown that shows exactly that text:
   whose text is exactly the address. Where a name stands alone, :func:`code` shows it with
   no link at all.
 
-Names in HTML go through :func:`html.escape` instead (``ui.render``), and in tables through
-``st.dataframe``, which shows text as text.
+Names in HTML go through :func:`html.escape` instead (``ui.render``). ``st.dataframe`` shows
+text as text; ``st.table`` renders each cell as markdown (a Chromium test saw ``**b**`` bold
+and ``:material/home:`` an icon in Drift's table), so its frames go through :func:`md_frame`.
 """
 from __future__ import annotations
 
 import re
 from html import escape
 
-__all__ = ["md", "code", "md_note", "chart_text", "unmd", "WORD_JOINER"]
+__all__ = ["md", "code", "md_note", "md_frame", "chart_text", "unmd", "WORD_JOINER"]
 
 WORD_JOINER = "\u2060"
 #: Characters with a meaning in CommonMark, GFM (tables, strikethrough), KaTeX ($) or
@@ -42,6 +43,14 @@ def md(text: object) -> str:
     value = " ".join(str(text).splitlines()) if text is not None else ""
     value = _AUTOLINK_PARTS.sub(WORD_JOINER, value)
     return "".join("\\" + c if c in _SPECIAL else c for c in value)
+
+
+def md_frame(frame):
+    """A copy of the pandas ``frame`` for ``st.table``: every text cell and column label as
+    :func:`md` makes it, so each shows exactly as written; numbers stay numbers."""
+    shown = frame.map(lambda v: md(v) if isinstance(v, str) else v)
+    shown.columns = [md(c) if isinstance(c, str) else c for c in frame.columns]
+    return shown
 
 
 def code(text: object) -> str:

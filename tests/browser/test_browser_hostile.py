@@ -114,7 +114,7 @@ def test_hostile_names_and_query_parameters_on_every_page(page, beacon, tmp_path
                   "/browse", f"/browse?{urlencode({'user_mode': 'exact', 'user': hostile})}",
                   f"/browse?{urlencode({'q': 'beacon'})}",
                   "/edit?" + urlencode({"entity": entity}), "/edit?" + urlencode({"entity": hostile}),
-                  "/throttled", "/history", "/plan", "/audit"]
+                  "/throttled", "/history", "/plan", "/audit", "/health", "/telemetry"]
         for path in visits:
             page.goto(url + path)
             settle(page)
@@ -164,6 +164,72 @@ def test_hostile_names_and_query_parameters_on_every_page(page, beacon, tmp_path
         app.close()
         metrics.shutdown()
         metrics.server_close()
+    assert _Recorder.hits == []
+
+
+def test_hostile_names_and_labels_across_a_fleet(page, beacon, tmp_path):
+    """The fleet's pages (issue 29): two sandboxes whose quota sets differ by the hostile
+    names, one with a hostile label from the fleet file, through Fleet, Drift, a cross-
+    cluster Resolve and Browse. Names and labels are shown as written, never as markup."""
+    import json
+
+    names = payloads(beacon)
+    staging, prod = tmp_path / "staging.sqlite", tmp_path / "prod.sqlite"
+    with SandboxBackend(staging) as backend:
+        backend.replace_all({**demo_quotas(), **{Entity.of(user=n): {
+            "producer_byte_rate": (i + 1) * MiB} for i, n in enumerate(names)}})
+    with SandboxBackend(prod) as backend:
+        backend.replace_all({**demo_quotas(), Entity.of(user=names[0]): {
+            "producer_byte_rate": 64 * MiB}})
+    label = names[6]  # an <a href> and <b> in the operator's own file
+    config = tmp_path / "fleet.toml"
+    config.write_text(f'[clusters.staging]\nsandbox = "{staging}"\n\n'
+                      f'[clusters.prod]\nsandbox = "{prod}"\nlabel = {json.dumps(label)}\n')
+    app = serve_app({"QUOTA_CONFIG": str(config)}, tmp_path)
+    url = next(app)
+    try:
+        main = page.get_by_test_id("stMain")
+        page.goto(url + "/fleet")
+        settle(page)
+        # The label, as text (a word joiner after "http:" keeps it from being a link).
+        expect(main.locator("table")).to_contain_text('chart link</a><br><b>x</b>',
+                                                      timeout=30_000)
+        _no_markup_from_input(page, beacon)
+        shot(page, "hostile-fleet.png")
+        page.goto(url + "/drift?" + urlencode({"a": "staging", "b": "prod"}))
+        settle(page)
+        table = main.locator("table")
+        # Every hostile name is only on staging: each is a row, shown as written (st.table
+        # renders markdown in cells: this saw **b** bold and :material/home: an icon).
+        expect(table).to_contain_text("**b** _i_ `c` # h}", timeout=30_000)
+        expect(table).to_contain_text('chart link</a><br><b>x</b>')
+        expect(table).to_contain_text("=HYPERLINK(")
+        assert not [t for t in table.locator("strong, em, code, b").all_inner_texts()
+                    if t.strip() in ("b", "i", "c", "x")], table.inner_html()
+        assert table.locator("[data-testid=stIconMaterial], a").count() == 0
+        _no_markup_from_input(page, beacon)
+        shot(page, "hostile-drift.png")
+        for path in ("/resolve?" + urlencode({"cluster": "prod", "user": names[0],
+                                              "client_id": names[1]}),
+                     "/browse?" + urlencode({"cluster": "staging", "q": "Re-authenticate"}),
+                     "/telemetry?cluster=prod", "/health?cluster=staging"):
+            page.goto(url + path)
+            settle(page)
+            expect(main.locator("h1")).to_be_visible(timeout=30_000)
+            _no_markup_from_input(page, beacon)
+        page.goto(url + "/resolve?" + urlencode({"cluster": "prod", "user": names[0],
+                                                 "client_id": "x", "every": "1"}))
+        settle(page)
+        expect(page.get_by_label("User principal", exact=True)).to_have_value(names[0])
+        expect(main).to_contain_text("![t](", timeout=20_000)
+        # On every cluster: one line per cluster, the hostile label among them, as text.
+        expect(main.locator("table").filter(has_text="staging")).to_contain_text(
+            "chart link</a><br><b>x</b>", timeout=20_000)
+        assert main.locator("table b, table a, table img").count() == 0
+        _no_markup_from_input(page, beacon)
+        shot(page, "hostile-fleet-resolve.png")
+    finally:
+        app.close()
     assert _Recorder.hits == []
 
 

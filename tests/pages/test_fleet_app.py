@@ -15,7 +15,7 @@ from quota_core.backends.sandbox import SandboxBackend
 from quota_core.changes.audit import AuditLog
 from quota_core.domain.fleet import ClusterConfig
 from tests import ROOT
-from tests.app_steps import run_app, texts
+from tests.app_steps import run_app, table_rows, texts
 from ui.fleet import over_fleet, pick_cluster, unknown_cluster
 
 MiB = 1024 * 1024
@@ -139,7 +139,7 @@ def test_fleet_page_rows_with_a_dead_cluster(fleet):
     at = run_app("pages/fleet.py", secrets=with_dead(fleet))
     assert time.monotonic() - started < 20
     (table,) = at.table
-    rows = {r["cluster"]: r for r in table.value.to_dict("records")}
+    rows = {r["cluster"]: r for r in table_rows(table)}
     assert set(rows) == {"staging", "prod", "dead"}
     assert rows["staging"]["state"].startswith("reachable since ")
     assert rows["staging"]["quota entries"] == "3" and rows["prod"]["quota entries"] == "2"
@@ -157,7 +157,7 @@ def test_resolve_on_every_cluster(fleet):
                  query={"cluster": "staging", "user": "alice", "client_id": "checkout-api",
                         "every": "1"})
     (rows,) = [d for d in at.table if "cluster" in d.value.columns]
-    by = {r["cluster"]: r for r in rows.value.to_dict("records")}
+    by = {r["cluster"]: r for r in table_rows(rows)}
     assert by["staging"]["producer_byte_rate"] == "2 MiB/s — {user=alice} (level 5)" or \
         by["staging"]["producer_byte_rate"].startswith("2 MiB/s — {user=alice}")
     assert by["Production"]["producer_byte_rate"].startswith("1 MiB/s — {user=alice}")
@@ -177,7 +177,7 @@ def test_drift_and_plan_this_promotion(fleet):
     assert (at.query_params["a"], at.query_params["b"]) in (("staging", "prod"),
                                                             (["staging"], ["prod"]))
     (table,) = at.table
-    rows = {(r["entity"], r["key"]): r for r in table.value.to_dict("records")}
+    rows = {(r["entity"], r["key"]): r for r in table_rows(table)}
     assert rows[("{user=alice}", "producer_byte_rate")]["staging"] == "2 MiB/s"
     assert rows[("{user=alice}", "producer_byte_rate")]["prod"] == "1 MiB/s"
     assert rows[("{user=bob}", "producer_byte_rate")][""] == "only on prod"
@@ -207,7 +207,7 @@ def test_drift_and_plan_this_promotion(fleet):
     assert {r.cluster.get("name") for r in records} == {"prod"}
     assert {r.extra.get("promoted_from") for r in records} == {"staging"}
     at = run_app("pages/fleet.py", secrets=fleet)
-    rows = {r["cluster"]: r for r in at.table[0].value.to_dict("records")}
+    rows = {r["cluster"]: r for r in table_rows(at.table[0])}
     assert rows["prod"]["by"] == "jdoe" and rows["staging"]["by"] == "—"
 
 
@@ -312,6 +312,6 @@ def test_drift_shows_hostile_names_as_written(fleet):
                                            for n, name in enumerate(HOSTILE)}})
     at = run_app("pages/drift.py", secrets=fleet, query={"a": "staging", "b": "prod"})
     assert not at.exception, [e.value for e in at.exception]
-    shown = [str(v) for t in at.table for v in t.value["entity"]]
+    shown = [str(r["entity"]) for t in at.table for r in table_rows(t)]
     for name in HOSTILE:
         assert E(user=name).display() in shown, (name, shown)
