@@ -82,7 +82,7 @@ for col, name in ((left, a), (right, b)):
     snap, cluster = sets[name], fleet.clusters[name]
     brokers = snap.info.broker_count
     col.metric(md(labels[name]), f"{len(snap.quotas):,} entries",
-               help=f"{cluster.location}; {brokers if brokers is not None else '?'} brokers")
+               help=md(f"{cluster.location}; {brokers if brokers is not None else '?'} brokers"))
 rows = quota_drift(a, sets[a].quotas, b, sets[b].quotas)
 if not rows:
     st.success(f"No drift: {md(labels[b])} holds the same quota set as {md(labels[a])}.",
