@@ -102,8 +102,8 @@ def read_parts(rollups: str | Path, values: list[str], columns: list[str],
     in the files without it).
 
     With ``cond``, the files are decoded a batch at a time (:data:`FILTERED_BATCH` rows, one
-    batch and one file read ahead): a filter is applied after its columns are decoded, and a bucket's rows out
-    of a month would otherwise hold several files' sketches in memory at once."""
+    batch and one file read ahead): a filter is applied after its columns are decoded, and a
+    bucket's rows out of a month would otherwise hold several files' sketches at once."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 
