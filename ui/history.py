@@ -173,7 +173,7 @@ def _block_part(rollups: str, stamp: tuple):
 
 def _edge_parts(rollups: str, hours: list[str], stamps: dict[str, float]) -> list:
     """The parts of the hours of a range's end days: each whole block of hours (cached), the
-    others read alone."""
+    others read together (cached too: the range's tables and its bucket's wait read them)."""
     blocks: dict[tuple[str, int], list[str]] = {}
     for hour in stamps:
         blocks.setdefault((hour[:10], int(hour[11:13]) // _HOURS_AT_ONCE), []).append(hour)
@@ -186,7 +186,16 @@ def _edge_parts(rollups: str, hours: list[str], stamps: dict[str, float]) -> lis
         else:
             alone += [h for h in block if h in wanted]
     if alone:
-        parts.append(_hours_part(rollups, alone))
+        parts.append(_alone_part(rollups, tuple((h, stamps[h]) for h in alone)))
+    return parts
+
+
+@st.cache_resource(max_entries=4)
+def _alone_part(rollups: str, stamp: tuple):
+    """:func:`_hours_part` of the hours of a range's end days not in a whole block (a (hour,
+    update time) each): read once for the range's tables and its bucket's client wait."""
+    parts = _hours_part(rollups, [h for h, _ in stamp])
+    _give_back()
     return parts
 
 
@@ -364,7 +373,6 @@ def bucket_client_wait(rollups: str, updated_at: str, first: str, last: str,
     from quota_core.telemetry.rollup_files import read_parts
 
     waits = _concat([p[2] for p in _range_parts(rollups, first, last)])
-    _give_back()  # the hours at the ends not in a whole block were read again
     if waits is None:
         return NO_CLIENT_HISTORY_TEXT
     user, client_id, key = bucket
