@@ -309,6 +309,51 @@ def _bucket_rows(rollups: str, values: list[str], columns: list[str], bucket, da
     return rows.to_pandas()
 
 
+#: A bucket's own rows (with their sketches) of a range's end hours and whole days.
+_BUCKET_COLUMNS = ["hour", "broker", "user", "client_id", "key", "max_rate", "rates", "q_last",
+                   "t_last", "throttled_s"]
+
+
+def _bucket_edge(rollups: str, hours: list[str], stamps: dict[str, float], bucket):
+    """A bucket's rows of a range's end hours: each whole block of hours (as
+    :func:`_edge_parts` splits them) cached, the others read; a range moved an hour reads
+    the hours of its partial block again, not its end days'."""
+    import pandas as pd
+
+    blocks: dict[tuple[str, int], list[str]] = {}
+    for hour in stamps:
+        blocks.setdefault((hour[:10], int(hour[11:13]) // _HOURS_AT_ONCE), []).append(hour)
+    wanted, alone, parts = set(hours), [], []
+    for key in sorted({(h[:10], int(h[11:13]) // _HOURS_AT_ONCE) for h in hours}):
+        block = sorted(blocks[key])
+        if wanted.issuperset(block):
+            parts.append(_bucket_block(rollups, tuple((h, stamps[h]) for h in block), bucket))
+        else:
+            alone += [h for h in block if h in wanted]
+    parts.append(_bucket_rows(rollups, alone, _BUCKET_COLUMNS, bucket))
+    return pd.concat(parts, ignore_index=True)
+
+
+@st.cache_resource(max_entries=64)
+def _bucket_block(rollups: str, stamp: tuple, bucket):
+    """A bucket's rows of a block of hours (a (hour, update time) each). Shared, never
+    modified."""
+    rows = _bucket_rows(rollups, [h for h, _ in stamp], _BUCKET_COLUMNS, bucket)
+    _give_back()
+    return rows
+
+
+@st.cache_resource(max_entries=16)
+def _bucket_days(rollups: str, updated_at: str, days: tuple, bucket):
+    """A bucket's rows of the days' merged sketches (``<rollups>/daily``), as of the rollups'
+    update ``updated_at``: a range moved within its end days keeps them. Shared, never
+    modified."""
+    rows = _bucket_rows(rollups, list(days), ["day", "rates", "q_last", "t_last"], bucket,
+                        daily=True)
+    _give_back()
+    return rows
+
+
 @st.cache_data(max_entries=32)
 def bucket_hours(rollups: str, updated_at: str, first: str, last: str,
                  bucket: tuple[str | None, str | None, str]):
@@ -349,9 +394,9 @@ def bucket_hours(rollups: str, updated_at: str, first: str, last: str,
         summaries.append(mine.cast(pa.schema(  # the bucket's rows: names as text
             [(f.name, pa.string() if f.name in _TEXT else f.type) for f in mine.schema]))
             .to_pandas().assign(day=day))
-    hourly = _bucket_rows(rollups, edge, columns, bucket)
+    hourly = _bucket_edge(rollups, edge, stamps, bucket)
     summaries.append(hourly.assign(day=hourly["hour"].str[:10]))
-    daily = _bucket_rows(rollups, days, ["day", "rates", "q_last", "t_last"], bucket, daily=True)
+    daily = _bucket_days(rollups, updated_at, tuple(days), bucket)
     sketches = pd.concat([daily, hourly.assign(day=hourly["hour"].str[:10])[
         ["day", "rates", "q_last", "t_last"]]], ignore_index=True)
     _give_back()
