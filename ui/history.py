@@ -68,22 +68,34 @@ def _concat(tables):
     return pa.concat_tables(tables, promote_options="permissive") if tables else None
 
 
+#: The rows whose clients reported a wait (quota_core.analysis.history_rollups.client_wait):
+#: optional columns, null in rollups kept before them.
+_WAIT_FIELDS = [("client_samples", "int64"), ("client_sum_ms", "float64"),
+                ("client_max_ms", "float64")]
+_WAIT_COLUMNS = ["hour", "user", "client_id", "key"] + [name for name, _ in _WAIT_FIELDS]
+
+
 def _hours_part(rollups: str, hours: list[str]):
-    """The summary (quota_core.analysis.history_rollups.summarize) and the throttled rows of ``hours``,
-    read once with the columns they need (no sketches)."""
+    """The summary (quota_core.analysis.history_rollups.summarize), the throttled rows and the
+    rows whose clients reported a wait (a few: most clients push none) of ``hours``, read
+    once with the columns they need (no sketches)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     from quota_core.analysis import HEAT_COLUMNS, SUMMARY_COLUMNS, summarize
     from quota_core.telemetry.rollup_files import read_parts
 
-    summary, hot = None, []
+    optional = pa.schema([(name, getattr(pa, kind)()) for name, kind in _WAIT_FIELDS])
+    summary, hot, waits = None, [], []
     for at in range(0, len(hours), _HOURS_AT_ONCE):  # a few hours in memory at a time
-        rows = read_parts(rollups, hours[at:at + _HOURS_AT_ONCE], ["hour"] + SUMMARY_COLUMNS)
+        rows = read_parts(rollups, hours[at:at + _HOURS_AT_ONCE],
+                          ["hour"] + SUMMARY_COLUMNS + optional.names, optional=optional)
         if rows is None:
             continue
         hot.append(rows.filter(pc.greater(rows["throttled_s"], 0)).select(HEAT_COLUMNS))
+        waits.append(rows.filter(pc.greater(rows["client_samples"], 0)).select(_WAIT_COLUMNS))
         summary = summarize(_concat([summary, rows]))
-    return summary, _concat(hot)
+    return summary, _concat(hot), _concat(waits)
 
 
 #: Hours read at once: a day of a month at real scale is 2.4 million rows.
@@ -95,11 +107,11 @@ def _day_part(rollups: str, day: str, stamp: tuple):
     """:func:`_hours_part` of a whole day, kept per day and its hours' update times
     (``stamp``): a range of days merges these, a row per broker and bucket each; a day a job
     redid is read again, the others are not. Shared, never modified."""
-    summary, hot = _hours_part(rollups, [h for h, _ in stamp])
+    summary, hot, waits = _hours_part(rollups, [h for h, _ in stamp])
     if summary is not None:  # each name once: a month of days in a few hundred MiB
         summary = _encoded(summary)
     _give_back()
-    return summary, hot
+    return summary, hot, waits
 
 
 _TEXT = ("broker", "user", "client_id", "key", "source")
@@ -144,9 +156,9 @@ def _days_part(rollups: str, stamps: tuple):
     from quota_core.analysis import summarize
 
     parts = [_day_part(rollups, day, stamp) for day, stamp in stamps]
-    summary = _concat([s for s, _ in parts])
+    summary = _concat([p[0] for p in parts])
     return (_decoded(summarize(summary.unify_dictionaries())) if summary is not None
-            else None, _concat([t for _, t in parts]))
+            else None, _concat([p[1] for p in parts]), _concat([p[2] for p in parts]))
 
 
 @st.cache_resource(max_entries=8)  # both ends of a range
@@ -154,14 +166,14 @@ def _block_part(rollups: str, stamp: tuple):
     """:func:`_hours_part` of a block of :data:`_HOURS_AT_ONCE` hours of a day at a range's
     end (a (hour, update time) each): a range moved an hour at a time reads one block's hours
     again, not the day's."""
-    summary, hot = _hours_part(rollups, [h for h, _ in stamp])
+    parts = _hours_part(rollups, [h for h, _ in stamp])
     _give_back()
-    return summary, hot
+    return parts
 
 
 def _edge_parts(rollups: str, hours: list[str], stamps: dict[str, float]) -> list:
     """The parts of the hours of a range's end days: each whole block of hours (cached), the
-    others read alone."""
+    others read together (cached too: the range's tables and its bucket's wait read them)."""
     blocks: dict[tuple[str, int], list[str]] = {}
     for hour in stamps:
         blocks.setdefault((hour[:10], int(hour[11:13]) // _HOURS_AT_ONCE), []).append(hour)
@@ -174,7 +186,16 @@ def _edge_parts(rollups: str, hours: list[str], stamps: dict[str, float]) -> lis
         else:
             alone += [h for h in block if h in wanted]
     if alone:
-        parts.append(_hours_part(rollups, alone))
+        parts.append(_alone_part(rollups, tuple((h, stamps[h]) for h in alone)))
+    return parts
+
+
+@st.cache_resource(max_entries=4)
+def _alone_part(rollups: str, stamp: tuple):
+    """:func:`_hours_part` of the hours of a range's end days not in a whole block (a (hour,
+    update time) each): read once for the range's tables and its bucket's client wait."""
+    parts = _hours_part(rollups, [h for h, _ in stamp])
+    _give_back()
     return parts
 
 
@@ -188,6 +209,19 @@ def _stamps(rollups: str) -> dict[str, float]:
 HEAT_HOURS = 48
 
 
+def _range_parts(rollups: str, first: str, last: str) -> list:
+    """The parts (summary, throttled rows, rows with a client's wait) of the hours ``first``
+    to ``last``: the whole days' merged (cached per day and per range of days), the hours of
+    the days at the ends (cached per block of hours, the others read)."""
+    from quota_core.analysis import split_range
+
+    stamps = _stamps(rollups)
+    days, hours = split_range(stamps, first, last)
+    parts = [_days_part(rollups, tuple((d, tuple(sorted((h, m) for h, m in stamps.items()
+                                                        if h[:10] == d))) for d in days))]
+    return parts + _edge_parts(rollups, hours, stamps)
+
+
 @st.cache_data(show_spinner="Summing the hours…", max_entries=16)
 def range_tables(rollups: str, updated_at: str, first: str, last: str) -> dict:
     """History's tables for the hours ``first`` to ``last`` (``hour`` keys, both included):
@@ -198,13 +232,10 @@ def range_tables(rollups: str, updated_at: str, first: str, last: str) -> dict:
     from quota_core.analysis import (HEAT_COLUMNS, SUMMARY_COLUMNS, as_samples, clients, entries,
                                      split_range, summarize, throttle_heatmap)
 
-    stamps = _stamps(rollups)
-    days, hours = split_range(stamps, first, last)
-    parts = [_days_part(rollups, tuple((d, tuple(sorted((h, m) for h, m in stamps.items()
-                                                        if h[:10] == d))) for d in days))]
-    parts += _edge_parts(rollups, hours, stamps)
-    summary = _concat([s for s, _ in parts])
-    heat = _concat([t for _, t in parts])
+    parts = _range_parts(rollups, first, last)
+    days, hours = split_range(_stamps(rollups), first, last)
+    summary = _concat([p[0] for p in parts])
+    heat = _concat([p[1] for p in parts])
     part = (summarize(summary).to_pandas() if summary is not None
             else pd.DataFrame(columns=SUMMARY_COLUMNS))
     by_day = len(hours) + 24 * len(days) > HEAT_HOURS
@@ -278,6 +309,51 @@ def _bucket_rows(rollups: str, values: list[str], columns: list[str], bucket, da
     return rows.to_pandas()
 
 
+#: A bucket's own rows (with their sketches) of a range's end hours and whole days.
+_BUCKET_COLUMNS = ["hour", "broker", "user", "client_id", "key", "max_rate", "rates", "q_last",
+                   "t_last", "throttled_s"]
+
+
+def _bucket_edge(rollups: str, hours: list[str], stamps: dict[str, float], bucket):
+    """A bucket's rows of a range's end hours: each whole block of hours (as
+    :func:`_edge_parts` splits them) cached, the others read; a range moved an hour reads
+    the hours of its partial block again, not its end days'."""
+    import pandas as pd
+
+    blocks: dict[tuple[str, int], list[str]] = {}
+    for hour in stamps:
+        blocks.setdefault((hour[:10], int(hour[11:13]) // _HOURS_AT_ONCE), []).append(hour)
+    wanted, alone, parts = set(hours), [], []
+    for key in sorted({(h[:10], int(h[11:13]) // _HOURS_AT_ONCE) for h in hours}):
+        block = sorted(blocks[key])
+        if wanted.issuperset(block):
+            parts.append(_bucket_block(rollups, tuple((h, stamps[h]) for h in block), bucket))
+        else:
+            alone += [h for h in block if h in wanted]
+    parts.append(_bucket_rows(rollups, alone, _BUCKET_COLUMNS, bucket))
+    return pd.concat(parts, ignore_index=True)
+
+
+@st.cache_resource(max_entries=64)
+def _bucket_block(rollups: str, stamp: tuple, bucket):
+    """A bucket's rows of a block of hours (a (hour, update time) each). Shared, never
+    modified."""
+    rows = _bucket_rows(rollups, [h for h, _ in stamp], _BUCKET_COLUMNS, bucket)
+    _give_back()
+    return rows
+
+
+@st.cache_resource(max_entries=16)
+def _bucket_days(rollups: str, updated_at: str, days: tuple, bucket):
+    """A bucket's rows of the days' merged sketches (``<rollups>/daily``), as of the rollups'
+    update ``updated_at``: a range moved within its end days keeps them. Shared, never
+    modified."""
+    rows = _bucket_rows(rollups, list(days), ["day", "rates", "q_last", "t_last"], bucket,
+                        daily=True)
+    _give_back()
+    return rows
+
+
 @st.cache_data(max_entries=32)
 def bucket_hours(rollups: str, updated_at: str, first: str, last: str,
                  bucket: tuple[str | None, str | None, str]):
@@ -296,15 +372,17 @@ def bucket_hours(rollups: str, updated_at: str, first: str, last: str,
     columns = ["hour", "broker", "user", "client_id", "key", "max_rate", "rates", "q_last",
                "t_last", "throttled_s"]
     if len(hours) <= HEAT_HOURS:
-        return rollup_bucket_hours(_bucket_rows(rollups, hours, columns, bucket), *bucket)
+        rows = _bucket_rows(rollups, hours, columns, bucket)
+        _give_back()
+        return rollup_bucket_hours(rows, *bucket)
     held = [d for d in {h[:10] for h in stamps}
             if (Path(rollups) / "daily" / f"day={d}").is_dir()]
     days, edge = split_range(stamps, first, last, held)
     user, client_id, key = bucket
     summaries = []
     for day in days:
-        summary, _ = _day_part(rollups, day, tuple(sorted(
-            (h, m) for h, m in stamps.items() if h[:10] == day)))
+        summary = _day_part(rollups, day, tuple(sorted(
+            (h, m) for h, m in stamps.items() if h[:10] == day)))[0]
         if summary is None:
             continue
         summary = summary.select(["user", "client_id", "key", "broker", "max_rate",
@@ -316,11 +394,12 @@ def bucket_hours(rollups: str, updated_at: str, first: str, last: str,
         summaries.append(mine.cast(pa.schema(  # the bucket's rows: names as text
             [(f.name, pa.string() if f.name in _TEXT else f.type) for f in mine.schema]))
             .to_pandas().assign(day=day))
-    hourly = _bucket_rows(rollups, edge, columns, bucket)
+    hourly = _bucket_edge(rollups, edge, stamps, bucket)
     summaries.append(hourly.assign(day=hourly["hour"].str[:10]))
-    daily = _bucket_rows(rollups, days, ["day", "rates", "q_last", "t_last"], bucket, daily=True)
+    daily = _bucket_days(rollups, updated_at, tuple(days), bucket)
     sketches = pd.concat([daily, hourly.assign(day=hourly["hour"].str[:10])[
         ["day", "rates", "q_last", "t_last"]]], ignore_index=True)
+    _give_back()
     return bucket_days(pd.concat(summaries, ignore_index=True), sketches)
 
 
@@ -328,24 +407,32 @@ def bucket_hours(rollups: str, updated_at: str, first: str, last: str,
 def bucket_client_wait(rollups: str, updated_at: str, first: str, last: str,
                        bucket: tuple[str | None, str | None, str]) -> str:
     """The sentence on what one bucket's clients reported waiting in the hours ``first`` to
-    ``last`` (quota_core.analysis.history_rollups.client_wait over its hourly rows: four small
-    columns, its rows alone read); rollups kept before the client columns read as none."""
-    import pyarrow as pa
+    ``last`` (quota_core.analysis.history_rollups.client_wait): its rows whose clients
+    reported a wait, out of the range's parts (cached with its tables); when there are any,
+    the hours the bucket has rows in (its rows alone read, the hour column). Rollups kept
+    before the client columns read as none."""
+    import pyarrow.compute as pc
 
-    from quota_core.analysis import CLIENT_COLUMNS, client_wait
+    from quota_core.analysis import client_wait
     from quota_core.domain import NO_CLIENT_HISTORY_TEXT, client_wait_history
     from quota_core.telemetry.rollup_files import read_parts
 
-    hours = [h for h in sorted(_stamps(rollups)) if first <= h <= last]
-    schema = pa.schema([("hour", pa.string()), ("user", pa.string()),
-                        ("client_id", pa.string()), ("key", pa.string()),
-                        ("client_samples", pa.int64()), ("client_sum_ms", pa.float64()),
-                        ("client_max_ms", pa.float64())])
+    waits = _concat([p[2] for p in _range_parts(rollups, first, last)])
+    if waits is None:
+        return NO_CLIENT_HISTORY_TEXT
     user, client_id, key = bucket
-    rows = read_parts(rollups, hours, ["hour"] + CLIENT_COLUMNS, _match("user", user)
-                      & _match("client_id", client_id) & _match("key", key),
-                      schema=schema) if hours else None
-    figures = client_wait(rows.to_pandas()) if rows is not None else None
+    waits = waits.filter(pc.and_(pc.equal(waits["key"], key), pc.and_(
+        pc.is_null(waits["user"]) if user is None else pc.equal(waits["user"], user),
+        pc.is_null(waits["client_id"]) if client_id is None
+        else pc.equal(waits["client_id"], client_id))))
+    if not waits.num_rows:  # no client of the bucket reported a wait: the rows not read
+        return NO_CLIENT_HISTORY_TEXT
+    hours = [h for h in sorted(_stamps(rollups)) if first <= h <= last]
+    seen = read_parts(rollups, hours, ["hour"], _match("user", user)
+                      & _match("client_id", client_id) & _match("key", key))
+    of_hours = len(pc.unique(seen["hour"])) if seen is not None else 0
+    _give_back()
+    figures = client_wait(waits.to_pandas(), of_hours=of_hours)
     if figures is None:
         return NO_CLIENT_HISTORY_TEXT
     return client_wait_history(*figures)

@@ -59,9 +59,11 @@ def throttle_heatmap(windows: "pd.DataFrame", top: int = 20) -> "pd.DataFrame":
     by = ["user", "client_id"] + (["broker"] if "broker" in over else [])
     sums = (over.assign(hour=pd.to_datetime(over["ts"]).dt.floor("h"))
             .groupby(by + ["hour"], dropna=False, sort=False)["interval_s"].sum().reset_index())
-    labels = [client_label(u, c) for u, c in zip(sums["user"], sums["client_id"])]
+    # plain lists first: iterating a text column (Arrow-backed) a value at a time is slow
+    labels = [client_label(u, c) for u, c in zip(sums["user"].tolist(),
+                                                 sums["client_id"].tolist())]
     if "broker" in over:
-        brokers = [str(b) for b in sums["broker"]]
+        brokers = [str(b) for b in sums["broker"].tolist()]
         everywhere = set(brokers)
         seen: dict[str, set[str]] = {}
         for label, b in zip(labels, brokers):

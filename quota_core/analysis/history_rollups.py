@@ -248,12 +248,14 @@ def bucket_days(summary: "pd.DataFrame", sketches: "pd.DataFrame") -> "pd.DataFr
 CLIENT_COLUMNS = ["client_samples", "client_sum_ms", "client_max_ms"]
 
 
-def client_wait(rows: "pd.DataFrame") -> tuple[float, float, int, int] | None:
+def client_wait(rows: "pd.DataFrame", of_hours: int | None = None
+                ) -> tuple[float, float, int, int] | None:
     """From one bucket's rollup rows in a range (``hour`` and :data:`CLIENT_COLUMNS`): the
     average of the ``client_throttle_ms`` its samples carried (ms per request, as the clients
     report it), the largest, the hours with any, and the hours with rows; None when no sample
     carried one. A sample is a scrape of one broker: a bucket seen on 3 brokers counts each
-    scrape's figure 3 times, which leaves the average as it is."""
+    scrape's figure 3 times, which leaves the average as it is. ``of_hours``: the hours with
+    rows, when ``rows`` are only those whose samples carried one (the same answer)."""
     if rows.empty:
         return None
     n = rows["client_samples"].fillna(0)
@@ -262,4 +264,4 @@ def client_wait(rows: "pd.DataFrame") -> tuple[float, float, int, int] | None:
     mine = rows[n > 0]
     mean = float(mine["client_sum_ms"].sum()) / float(n.sum())
     return (mean, float(mine["client_max_ms"].max()), int(mine["hour"].nunique()),
-            int(rows["hour"].nunique()))
+            int(rows["hour"].nunique()) if of_hours is None else of_hours)

@@ -84,15 +84,26 @@ def hour_stamps(rollups: str | Path) -> dict[str, float]:
                 if e.name.startswith("hour=") and e.is_dir()}
 
 
+#: Rows decoded at a time when a read keeps only some rows (``cond``): one batch of one file at
+#: a time, so a read that keeps one bucket's rows holds a batch of sketches, not the files'.
+FILTERED_BATCH = 16_384
+
+
 def read_parts(rollups: str | Path, values: list[str], columns: list[str],
-               cond=None, daily: bool = False, schema=None):
+               cond=None, daily: bool = False, schema=None, optional=None):
     """``columns`` of the rows of the hours (or, ``daily``, the days) ``values``, as a
     pyarrow Table (the partition column, ``hour`` or ``day``, as text when asked for), only
     the rows ``cond`` keeps: a pyarrow.dataset expression over the files' columns, applied
     while reading (row-group statistics skip what it cannot keep). It opens the folders of
     those partitions alone, not the listing of every hour. None when none of them is there.
     ``schema`` (a pyarrow schema, the partition column included): read every file with it, a
-    column a file lacks (an optional one, in rollups kept before it) as null."""
+    column a file lacks (an optional one, in rollups kept before it) as null. ``optional`` (a
+    pyarrow schema): the first file's schema, with each of these fields it lacks added (null
+    in the files without it).
+
+    With ``cond``, the files are decoded a batch at a time (:data:`FILTERED_BATCH` rows, one
+    batch and one file read ahead): a filter is applied after its columns are decoded, and a
+    bucket's rows out of a month would otherwise hold several files' sketches at once."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 
@@ -107,10 +118,20 @@ def read_parts(rollups: str | Path, values: list[str], columns: list[str],
             continue
     if not files:
         return None
+    if optional is not None and schema is None:
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(files[0])
+        schema = pa.schema(list(schema) + [f for f in optional if f.name not in schema.names]
+                           + ([] if part in schema.names else [pa.field(part, pa.string())]))
     dataset = ds.dataset(files, format="parquet", partition_base_dir=str(base), schema=schema,
                          partitioning=ds.partitioning(pa.schema([(part, pa.string())]),
                                                       flavor="hive"))
-    return dataset.to_table(columns=columns, filter=cond)
+    if cond is None:
+        return dataset.to_table(columns=columns)
+    return ds.Scanner.from_dataset(dataset, columns=columns, filter=cond,
+                                   batch_size=FILTERED_BATCH, batch_readahead=1,
+                                   fragment_readahead=1).to_table()
 
 
 def hour_files(rollups: str | Path, hour: str) -> list[str] | None:

@@ -119,3 +119,79 @@ def test_read_parts_opens_only_the_hours_asked_and_filters_while_reading(month):
     assert got.num_rows == len(want)
     assert read_parts(month, ["2024-01-01T00"], ["user"]) is None  # no such hour
     assert hour_stamps(month.parent / "nowhere") == {}
+
+
+@pytest.fixture(scope="module")
+def waits(tmp_path_factory):
+    """A small month whose first day was rolled up before the client columns (none in its
+    files) and whose other days carry them: a few buckets' clients reported a wait in some
+    hours, on some brokers."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = tmp_path_factory.mktemp("waits") / "rollups"
+    write_month(base, days=3, brokers=3, buckets=60, entries=5, log=lambda _: None,
+                rates=(2, 10))
+    rng = np.random.default_rng(30)
+    for f in sorted((base / "hourly").rglob("*.parquet")):
+        if "hour=2025-03-01" in str(f):
+            continue
+        table = pq.read_table(f)
+        user = np.array(table["user"].to_pylist())
+        n = np.where(np.isin(user, ["user-00002", "user-00005"]) & (rng.random(len(user)) < 0.4),
+                     rng.integers(1, 60, len(user)), 0)
+        total = np.where(n > 0, n * rng.uniform(10, 900, len(user)), np.nan)
+        table = table.append_column("client_samples", pa.array(n, pa.int64()))
+        table = table.append_column("client_sum_ms", pa.array(total, from_pandas=True))
+        table = table.append_column("client_max_ms", pa.array(
+            np.where(n > 0, total / n * 1.5, np.nan), from_pandas=True))
+        pq.write_table(table, f)
+    return base
+
+
+@pytest.mark.parametrize("first,last", [("2025-03-01T00", "2025-03-03T23"),
+                                        ("2025-03-01T05", "2025-03-03T02"),
+                                        ("2025-03-02T07", "2025-03-02T09"),
+                                        ("2025-03-01T02", "2025-03-01T20")])  # no columns
+def test_a_buckets_client_wait_equals_the_whole_frames(waits, first, last):
+    """The bucket's sentence from the rows that reported a wait (kept with the range's
+    parts) says what quota_core's client_wait says over every row of the bucket in range."""
+    from quota_core.analysis import CLIENT_COLUMNS
+    from quota_core.domain import NO_CLIENT_HISTORY_TEXT, client_wait_history
+    from ui.history import bucket_client_wait, range_tables
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    roll = pa.concat_tables(  # every file as it is: the first day's without the columns
+        [pq.read_table(f).append_column("hour", pa.array([f.parent.name[5:]] * len(
+            pq.read_table(f)))) for f in sorted((waits / "hourly").rglob("*.parquet"))],
+        promote_options="permissive").to_pandas()
+    mine = roll[(roll["hour"] >= first) & (roll["hour"] <= last)]
+    range_tables(str(waits), "t", first, last)  # the page reads its tables first
+    said = set()
+    for user, client_id, key in {(u, None if pd.isna(c) else c, k) for u, c, k in
+                                 zip(mine["user"], mine["client_id"], mine["key"])}:
+        rows = mine[(mine["user"] == user) & (mine["key"] == key) & (
+            mine["client_id"].isna() if client_id is None else mine["client_id"] == client_id)]
+        want = hr.client_wait(rows[["hour"] + CLIENT_COLUMNS])
+        got = bucket_client_wait(str(waits), "t", first, last, (user, client_id, key))
+        assert got == (NO_CLIENT_HISTORY_TEXT if want is None else client_wait_history(*want))
+        said.add(got != NO_CLIENT_HISTORY_TEXT)
+    assert said == ({False} if first.startswith("2025-03-01") and last.startswith("2025-03-01")
+                    else {True, False})
+
+
+def test_read_parts_adds_the_optional_columns_a_file_lacks(waits):
+    import pyarrow as pa
+
+    from quota_core.telemetry.rollup_files import read_parts
+
+    optional = pa.schema([("client_samples", pa.int64()), ("client_max_ms", pa.float64())])
+    got = read_parts(waits, ["2025-03-01T23", "2025-03-02T00"],
+                     ["hour", "user", "client_samples", "client_max_ms"], optional=optional)
+    old = got.filter(pa.compute.equal(got["hour"], "2025-03-01T23"))
+    assert old.num_rows == 3 * 60 and old["client_samples"].null_count == old.num_rows
+    new = got.filter(pa.compute.equal(got["hour"], "2025-03-02T00"))
+    assert new.num_rows == 3 * 60 and new["client_samples"].null_count == 0
