@@ -146,8 +146,6 @@ class Registry:
         self._backends: dict[str, QuotaBackend] = {}
         self._snapshots: dict[str, Snapshot] = {}
         self._health: dict[str, Health] = {}
-        #: Every broker each connection's metadata has named in this process.
-        self._seen_nodes: dict[str, set[str]] = {}
         self._watchers: dict[str, threading.Thread] = {}
 
     def health(self, spec: ConnectionSpec) -> Health:
@@ -167,11 +165,11 @@ class Registry:
                                             error=error, up_since=None)
                 return
             up = old.up_since if old.up_since is not None and old.failing_since is None else now
-            seen = self._seen_nodes.setdefault(key, set())
             nodes = old.node_ids if node_ids is None else tuple(node_ids)
-            seen.update(nodes)
             since = dict(old.missing)
-            missing = tuple((n, since.get(n, now)) for n in sorted(seen - set(nodes), key=broker_order))
+            seen = {*old.node_ids, *since, *nodes}  # every broker an answer named
+            missing = tuple((n, since.get(n, now))
+                            for n in sorted(seen - set(nodes), key=broker_order))
             self._health[key] = Health(now, up_since=up, node_ids=nodes, missing=missing)
 
     def record(self, spec: ConnectionSpec, error: str | None,

@@ -157,18 +157,11 @@ def _run(args, err: TextIO) -> int:
 
 
 def _check_fleet(args: argparse.Namespace) -> None:
+    from quota_core.cli.fleet_run import refuse_one_cluster_flags
     from quota_core.errors import UsageError
 
-    for flag, value in (("--cluster", args.cluster), ("--bootstrap-server", args.bootstrap_server),
-                        ("--sandbox", args.sandbox), ("--command-config", args.command_config),
-                        ("--metrics", args.metrics),
-                        ("--metrics-template", args.metrics_template),
-                        ("--serve", args.serve)):
-        if value:
-            raise UsageError(f"--all-clusters collects every cluster of the fleet file, each with "
-                             f"its own store and metrics: drop {flag} (or name one cluster "
-                             f"with --cluster NAME; serve them all with serve-metrics "
-                             f"--all-clusters).")
+    refuse_one_cluster_flags(args, "collects", extra=(("--serve", args.serve),),
+                             hint="; serve them all with serve-metrics --all-clusters")
     if args.to.startswith("kafka:"):
         raise UsageError(f"--all-clusters writes each cluster's history to a folder of its own "
                          f"(its history_dir, else DIR/NAME): give --to DIR, not {args.to}.")

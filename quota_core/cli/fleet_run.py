@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from typing import Callable, Sequence, TextIO
 
 from quota_core.domain.fleet import ClusterConfig, Fleet
+from quota_core.errors import UsageError
 
-__all__ = ["ClusterRun", "run_each", "merge_json", "merge_text", "finish", "cluster_args",
+__all__ = ["ClusterRun", "run_each", "refuse_one_cluster_flags", "merge_json", "merge_text",
+           "finish", "cluster_args",
            "MAX_WORKERS", "SEPARATOR"]
 
 #: At most this many clusters are read at the same time.
@@ -57,6 +59,22 @@ def cluster_args(args: argparse.Namespace, fleet: Fleet, cluster: ClusterConfig
     copy._fleet = fleet
     copy.fleet_cluster = None
     return copy
+
+
+def refuse_one_cluster_flags(args: argparse.Namespace, verb: str,
+                             extra: Sequence[tuple[str, object]] = (), hint: str = "") -> None:
+    """With ``--all-clusters``: a usage error for the first flag that names one cluster's
+    store or metrics (each cluster has its own, in the fleet file). ``verb`` says what the
+    command does to every cluster ("reads"), ``extra`` adds the command's own such flags,
+    ``hint`` ends the sentence's parenthesis."""
+    for flag, value in (("--cluster", args.cluster), ("--bootstrap-server", args.bootstrap_server),
+                        ("--sandbox", args.sandbox), ("--command-config", args.command_config),
+                        ("--metrics", args.metrics),
+                        ("--metrics-template", args.metrics_template), *extra):
+        if value:
+            raise UsageError(f"--all-clusters {verb} every cluster of the fleet file, each with "
+                             f"its own store and metrics: drop {flag} (or name one cluster "
+                             f"with --cluster NAME{hint}).")
 
 
 def run_each(fleet: Fleet, run_one: Callable[[ClusterConfig, TextIO, TextIO], int],

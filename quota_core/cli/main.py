@@ -685,20 +685,13 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def run_all_clusters(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``--all-clusters``: the read on every cluster of the fleet, concurrently
     (:mod:`quota_core.cli.fleet_run`); 1 when a cluster could not be read."""
-    from quota_core.cli.fleet_run import cluster_args, finish, run_each
+    from quota_core.cli.fleet_run import cluster_args, finish, refuse_one_cluster_flags, run_each
 
     if not (args.describe or args.resolve or args.throttled):
         raise UsageError("--all-clusters goes with --describe, --resolve or --throttled (and "
                          "lint): it reads every cluster. A change names one cluster: "
                          "--cluster NAME.")
-    for flag, value in (("--cluster", args.cluster), ("--bootstrap-server", args.bootstrap_server),
-                        ("--sandbox", args.sandbox), ("--command-config", args.command_config),
-                        ("--metrics", args.metrics),
-                        ("--metrics-template", args.metrics_template)):
-        if value:
-            raise UsageError(f"--all-clusters reads every cluster of the fleet file, each with "
-                             f"its own store and metrics: drop {flag} (or name one cluster "
-                             f"with --cluster NAME).")
+    refuse_one_cluster_flags(args, "reads")
     fleet = fleet_of_args(args)
     fleet.select(fleet.names()[0] if len(fleet) else None)  # no cluster: a usage error
 

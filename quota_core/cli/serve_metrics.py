@@ -176,19 +176,13 @@ def _run_fleet(args: argparse.Namespace, log, stop: threading.Event) -> int:
     labelled ``cluster="NAME"``; each cluster with its own store and metrics."""
     from quota_core.backends.fleet_config import fleet_of_args
     from quota_core.backends.fleet_read import LazyCluster
+    from quota_core.cli.fleet_run import refuse_one_cluster_flags
     from quota_core.backends.open import require_sandbox_file
     from quota_core.telemetry.exporter import FleetExporter, parse_listen
     from quota_core.telemetry.serving import serve as serve_scrapes
 
     host, port = parse_listen(args.listen)
-    for flag, value in (("--cluster", args.cluster), ("--bootstrap-server", args.bootstrap_server),
-                        ("--sandbox", args.sandbox), ("--command-config", args.command_config),
-                        ("--metrics", args.metrics),
-                        ("--metrics-template", args.metrics_template)):
-        if value:
-            raise UsageError(f"--all-clusters serves every cluster of the fleet file, each with "
-                             f"its own store and metrics: drop {flag} (or name one cluster "
-                             f"with --cluster NAME).")
+    refuse_one_cluster_flags(args, "serves")
     for flag in ("scrape_timeout", "timeout"):
         value = getattr(args, flag)
         if not (math.isfinite(value) and value > 0):

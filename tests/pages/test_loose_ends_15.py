@@ -82,8 +82,9 @@ def test_the_card_is_never_plain_green_while_a_broker_has_left_the_metadata(sand
                    for t in texts(at.sidebar.success))
         assert not any("missing from" in t for t in texts(at.sidebar.warning))
     finally:  # a sandbox has no brokers: leave its connection as the watch would
-        reg._seen_nodes.pop(spec.key, None)
-        reg._record(spec.key, None, ())
+        with reg._lock:
+            reg._health.pop(spec.key, None)
+        reg._record(spec.key, None)
 
 
 def test_throttle_ms_is_blank_when_the_broker_reports_none(sandbox, endpoint):  # noqa: F811
